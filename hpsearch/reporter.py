@@ -1,0 +1,132 @@
+"""The objective's window on the world: per-epoch metrics to TensorBoard and to the backend.
+
+``reporter.report(epoch, metrics)`` writes TensorBoard scalars, hands the metrics to the
+backend's pruning hook, and raises ``Pruned`` when the backend says stop or ``Diverged``
+when a metric is NaN/inf. The objective only lets these propagate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# metric name -> TensorBoard tag; other metrics go under "metrics/<name>".
+TAGS = {
+    "train_loss": "train/loss",
+    "val_loss": "val/loss",
+    "val_acc": "val/acc",
+    "lr": "train/lr",
+    "samples_per_s": "perf/samples_per_s",
+    "epoch_time_s": "perf/epoch_time_s",
+    "peak_mem_mb": "perf/peak_mem_mb",
+}
+
+PruneHook = Callable[[int, dict[str, float]], bool]
+EpochHook = Callable[[int, dict[str, float]], None]
+
+
+class Pruned(Exception):
+    """The backend stopped the trial early (it was clearly worse)."""
+
+    def __init__(self, epoch: int, reason: str | None = None):
+        self.epoch = epoch
+        self.reason = reason or f"pruned at epoch {epoch}"
+        super().__init__(self.reason)
+
+
+class Diverged(Pruned):
+    """A metric became NaN or infinite; training further is pointless."""
+
+    def __init__(self, epoch: int, metric: str):
+        super().__init__(epoch, f"diverged at epoch {epoch} ({metric} not finite)")
+
+
+def tag_for(name: str) -> str:
+    return TAGS.get(name, f"metrics/{name}")
+
+
+class Reporter:
+    """One trial's reporter. ``prune_hook(epoch, metrics) -> True`` means prune now."""
+
+    def __init__(
+        self,
+        trial_dir: Path | None = None,
+        prune_hook: PruneHook | None = None,
+        on_epoch: EpochHook | None = None,
+        checkpoint_path: Path | None = None,
+    ):
+        self.trial_dir = trial_dir
+        self.prune_hook = prune_hook
+        self.on_epoch = on_epoch
+        self.checkpoint_path = checkpoint_path
+        self.history: list[dict[str, float]] = []
+        self._writer: Any = None
+
+    @property
+    def epochs(self) -> int:
+        return int(self.history[-1]["epoch"]) if self.history else 0
+
+    @property
+    def writer(self) -> Any:
+        if self._writer is None and self.trial_dir is not None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(log_dir=str(self.trial_dir))
+        return self._writer
+
+    def report(self, epoch: int, metrics: dict[str, float]) -> None:
+        metrics = {k: float(v) for k, v in metrics.items()}
+        self.history.append({"epoch": epoch, **metrics})
+        if self.writer is not None:
+            for name, value in metrics.items():
+                self.writer.add_scalar(tag_for(name), value, epoch)
+            self.writer.flush()
+        if self.on_epoch is not None:
+            self.on_epoch(epoch, metrics)
+        bad = next((k for k, v in metrics.items() if not math.isfinite(v)), None)
+        if bad is not None:
+            raise Diverged(epoch, bad)
+        if self.prune_hook is not None and self.prune_hook(epoch, metrics):
+            raise Pruned(epoch)
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        if self.checkpoint_path is None or not self.checkpoint_path.exists():
+            return None
+        import torch
+
+        return torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        if self.checkpoint_path is None:
+            return
+        import torch
+
+        # Write then rename: a kill mid-write leaves the previous checkpoint intact.
+        tmp = self.checkpoint_path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        tmp.replace(self.checkpoint_path)
+
+    def close(self, hparams: dict[str, Any] | None = None, final: dict[str, float] | None = None) -> None:
+        """Write the trial's hyperparameters and final metrics to TensorBoard's HParams view."""
+        if self.writer is not None and hparams is not None:
+            from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+            final = {f"final/{k}": float(v) for k, v in (final or {}).items() if _is_number(v)}
+            exp, ssi, sei = hparams_summary({k: _hparam_value(v) for k, v in hparams.items()}, final)
+            for summary in (exp, ssi, sei):
+                self.writer.file_writer.add_summary(summary)
+            for tag, value in final.items():
+                self.writer.add_scalar(tag, value, self.epochs)
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _hparam_value(value: Any) -> Any:
+    return value if isinstance(value, (bool, int, float, str)) else str(value)

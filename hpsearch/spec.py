@@ -1,0 +1,275 @@
+"""YAML spec -> typed ``Spec``. Every problem is collected and raised once, naming file and key.
+
+Validation order: YAML syntax, then the schema (types, unknown keys with a did-you-mean,
+ranges), then the space tree, then cross-field checks, then the objective (importable,
+and its own ``validate`` on one config per choice option). Nothing touches storage.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from hpsearch.errors import SpecError
+from hpsearch.objective import BUILTIN, load_objective
+from hpsearch.space import Space, parse_space
+
+Direction = Literal["maximize", "minimize"]
+SAMPLERS = ("tpe", "random", "grid", "cmaes", "qmc", "gp", "nsga2")
+PRUNERS = ("median", "percentile", "successive_halving", "hyperband", "none")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Budget(Section):
+    trials: int = Field(20, ge=1)  # finished trials (completed + pruned) the study aims for, across resumes
+    timeout: float | None = Field(None, gt=0)  # seconds of wall time for this invocation
+    max_failures: int | None = Field(5, ge=1)  # stop after this many failed trials in a row (null: never)
+
+
+class SamplerSpec(Section):
+    name: Literal[SAMPLERS] | None = None  # type: ignore[valid-type]  # default: tpe, or nsga2 for several metrics
+    seed: int | None = None
+    startup_trials: int | None = Field(None, ge=0)  # random trials before the model kicks in (tpe, gp, cmaes)
+    population_size: int | None = Field(None, ge=2)  # nsga2
+
+
+class PrunerSpec(Section):
+    name: Literal[PRUNERS] = "median"  # type: ignore[valid-type]
+    warmup_epochs: int = Field(1, ge=0)  # epochs a trial always runs before it may be pruned
+    startup_trials: int = Field(5, ge=0)  # trials that finish unpruned before pruning starts (median, percentile)
+    interval_epochs: int = Field(1, ge=1)
+    percentile: float = Field(25.0, gt=0, lt=100)  # percentile pruner: keep trials above this percentile
+    reduction_factor: int | None = Field(None, ge=2)  # successive_halving (4), hyperband (3)
+    max_epochs: int | None = Field(None, ge=1)  # hyperband's max resource; defaults to fixed.epochs
+
+
+class Resources(Section):
+    workers: int = Field(1, ge=1)  # trial slots run at once on this machine
+    gpus_per_trial: float = Field(1, ge=0)
+    trials_per_gpu: int = Field(1, ge=1)
+    gpus: list[int] | None = None  # device indices to use; default all visible
+    cpus_per_trial: float | None = Field(None, gt=0)
+
+
+class RaySpec(Section):
+    address: str | None = None  # "auto" or HOST:PORT joins a running cluster; unset starts a local one
+    scheduler: Literal["asha", "hyperband", "median", "pbt", "fifo"] = "asha"
+    perturbation_interval: int = Field(2, ge=1)  # pbt: epochs between exploit/explore steps
+
+
+class Spec(Section):
+    study: str = Field(..., min_length=1)
+    objective: str = BUILTIN
+    metric: str | list[str] = "val_acc"
+    direction: Direction | list[Direction] = "maximize"
+    budget: Budget = Budget()
+    sampler: SamplerSpec = SamplerSpec()
+    pruner: PrunerSpec = PrunerSpec()
+    storage: str | None = None
+    output: str = "runs"
+    backend: Literal["optuna", "ray"] = "optuna"
+    resources: Resources = Resources()
+    ray: RaySpec = RaySpec()
+    fixed: dict[str, Any] = {}
+    space: dict[str, Any] = {}
+    warm_start: list[dict[str, Any]] = []
+    description: str | None = None
+
+    # Filled by load_spec, not by the user.
+    _path: str = PrivateAttr("")
+    _tree: Space = PrivateAttr(default_factory=Space)
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def tree(self) -> Space:
+        return self._tree
+
+    @field_validator("study")
+    @classmethod
+    def _study_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+            raise ValueError(f"must be letters, digits, '.', '_' or '-', got {value!r}")
+        return value
+
+    @field_validator("sampler", "pruner", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    @property
+    def metrics(self) -> list[str]:
+        return [self.metric] if isinstance(self.metric, str) else list(self.metric)
+
+    @property
+    def directions(self) -> list[str]:
+        return [self.direction] if isinstance(self.direction, str) else list(self.direction)
+
+    @property
+    def study_dir(self) -> Path:
+        return Path(self.output) / self.study
+
+    @property
+    def storage_url(self) -> str:
+        return self.storage or f"sqlite:///{self.study_dir / 'study.db'}"
+
+    @property
+    def base_dir(self) -> Path:
+        return Path(self.path).parent if self.path else Path.cwd()
+
+    def config_for(self, sampled: dict[str, Any]) -> dict[str, Any]:
+        """The trial's config: fixed values, overridden by what was sampled."""
+        return {**self.fixed, **sampled}
+
+
+def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_objective: bool = True) -> Spec:
+    """Read, override (``key.path=value``), validate. Raises SpecError with every problem."""
+    where = str(path)
+    raw = read_yaml(where)
+    raw = apply_overrides(raw, overrides, where)
+    errors: list[str] = []
+    raw.setdefault("study", Path(where).stem)
+    spec = validate_schema(raw, errors)
+    tree = parse_space(raw.get("space"), "space", errors) if isinstance(raw.get("space", {}), dict) else Space()
+    if spec is not None:
+        spec._path, spec._tree = where, tree
+        check_consistency(spec, errors)
+        if check_objective and not errors:
+            check_objective_entry(spec, errors)
+    if errors or spec is None:
+        raise SpecError([f"{where}: {e}" for e in errors])
+    return spec
+
+
+def read_yaml(where: str) -> dict[str, Any]:
+    file = Path(where)
+    if not file.is_file():
+        raise SpecError(f"{where}: no such file")
+    text = file.read_text(encoding="utf-8", errors="replace")
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"{where}: {at}invalid YAML: {problem}") from None
+    if raw is None:
+        raise SpecError(f"{where}: the file is empty; a spec needs at least study: and space: (see spaces/quickstart.yaml)")
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: the top level must be a mapping of keys (study:, space:, ...), got {type(raw).__name__}")
+    return raw
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...], where: str) -> dict[str, Any]:
+    """``--set a.b=value``: value is parsed as YAML, so numbers, lists and booleans work."""
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise SpecError(f"--set {item!r}: expected key.path=value, e.g. --set budget.trials=10")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        node = raw
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise SpecError(f"{where}: --set {key}: {part} is not a mapping")
+            node = child
+        node[parts[-1]] = value
+    return raw
+
+
+def validate_schema(raw: dict[str, Any], errors: list[str]) -> Spec | None:
+    try:
+        return Spec.model_validate(raw)
+    except ValidationError as exc:
+        for err in exc.errors():
+            errors.append(format_error(err))
+        return None
+
+
+def format_error(err: dict[str, Any]) -> str:
+    loc = [str(p) for p in err["loc"] if not str(p).startswith(("literal[", "function-"))]
+    key = ".".join(loc) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        return f"{key}: unknown key{did_you_mean(loc[-1], known_keys(loc[:-1]))}"
+    if err["type"] == "missing":
+        return f"{key}: required"
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{key}: {msg}, got {err.get('input')!r}"
+
+
+def known_keys(parent: list[str]) -> list[str]:
+    model: Any = Spec
+    for part in parent:
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+            return []
+        model = field.annotation
+    return list(model.model_fields)
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f" (known: {', '.join(choices)})" if choices else ""
+
+
+def check_consistency(spec: Spec, errors: list[str]) -> None:
+    if len(spec.metrics) != len(spec.directions):
+        errors.append(f"direction: {len(spec.metrics)} metric(s) {spec.metrics} but {len(spec.directions)} direction(s)")
+    if len(set(spec.metrics)) != len(spec.metrics):
+        errors.append(f"metric: names repeat: {spec.metrics}")
+    tree: Space = spec.tree
+    top = set(tree.params)
+    for key in sorted(top & set(spec.fixed)):
+        errors.append(f"fixed.{key}: also a parameter in space.{key}; keep it in one place")
+    for path, _ in tree.parameters():
+        key = path.rsplit(".", 1)[-1]
+        if "." in path and key in top:
+            errors.append(f"space.{path}: {key!r} is also a top-level parameter; a conditional parameter needs its own name")
+    if spec.sampler.name == "grid" and tree.grid() is None:
+        errors.append("sampler.name: grid needs every parameter to be a choice, an int range or a stepped float, without conditional options")
+    if spec.sampler.name != "nsga2" and spec.sampler.population_size is not None:
+        errors.append(f"sampler.population_size: only nsga2 takes a population size, not {spec.sampler.name}")
+    for i, config in enumerate(spec.warm_start):
+        unknown = sorted(set(config) - tree.config_keys() - set(spec.fixed))
+        for key in unknown:
+            errors.append(f"warm_start[{i}].{key}: not a parameter of the space{did_you_mean(key, sorted(tree.config_keys()))}")
+        if not unknown:
+            try:
+                tree.params_from_config(config)
+            except KeyError as exc:
+                errors.append(f"warm_start[{i}]: missing a value for {exc.args[0]!r}")
+
+
+def check_objective_entry(spec: Spec, errors: list[str]) -> None:
+    try:
+        fn = load_objective(spec.objective, spec.base_dir)
+    except ValueError as exc:
+        errors.append(f"objective: {exc}")
+        return
+    validate = getattr(fn, "validate", None)
+    if validate is None:
+        return
+    seen: set[str] = set()
+    for sampled in spec.tree.representative_configs():
+        for problem in validate(spec.config_for(sampled)) or []:
+            if problem not in seen:
+                seen.add(problem)
+                errors.append(f"objective {spec.objective} rejects the config: {problem}")

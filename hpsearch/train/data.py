@@ -1,0 +1,431 @@
+"""Datasets, seeded splits, and loaders that augment whole batches on the device.
+
+Small datasets (digits, MNIST, CIFAR, synthetic) live in memory as uint8 N×C×H×W tensors,
+on the GPU when there is one; a `TensorLoader` slices shuffled batches from them and runs
+crop/flip/cutout on the batch, so an epoch costs no Python per sample. Datasets that must
+stream (imagefolder) decode in DataLoader workers and get the same batch transform after a
+non-blocking copy. Training loaders drop the last incomplete optimizer step (a group of
+`accum_steps` micro-batches) so every step sees exactly batch_size*accum_steps samples.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset, Subset
+
+from hpsearch.train.names import unknown_name
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass
+class Split:
+    images: torch.Tensor  # uint8, N×C×H×W
+    labels: torch.Tensor  # int64, N
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def subset(self, index: torch.Tensor) -> Split:
+        return Split(self.images[index], self.labels[index])
+
+    def to(self, device: torch.device) -> Split:
+        return Split(self.images.to(device), self.labels.to(device))
+
+
+@dataclass
+class Splits:
+    """What a dataset loader returns, before the validation split is carved out."""
+
+    train: Split | Dataset
+    test: Split | Dataset | None
+    num_classes: int
+    image_shape: tuple[int, int, int]  # C, H, W as the model sees it
+    mean: tuple[float, ...]  # per channel, on the 0..1 scale
+    std: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    load: Callable[[dict], Splits]
+    missing: Callable[[dict], str | None]  # cheap file check; message or None
+    crop_padding: int  # default aug_crop_padding, pixels
+    hflip: bool  # default aug_hflip
+
+
+# ---------------------------------------------------------------------------- splits
+
+
+def carve(data: Split | Dataset, fraction: float, seed: int) -> tuple[Any, Any]:
+    """Seeded (rest, held_out) split; held_out has round(n*fraction) items, at least 1."""
+    n = len(data)
+    held = min(n - 1, max(1, round(n * fraction)))
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    rest_idx, held_idx = perm[held:].sort().values, perm[:held].sort().values
+    if isinstance(data, Split):
+        return data.subset(rest_idx), data.subset(held_idx)
+    return Subset(data, rest_idx.tolist()), Subset(data, held_idx.tolist())
+
+
+def _channel_stats(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    x = images.float() / 255
+    return tuple(x.mean((0, 2, 3)).tolist()), tuple(x.std((0, 2, 3)).tolist())
+
+
+# -------------------------------------------------------------------------- datasets
+
+
+def _root(config: dict) -> Path:
+    return Path(config.get("data_root", "data"))
+
+
+def _where(path: Path) -> str:
+    return str(path) if path.is_absolute() else f"{path} (absolute: {path.resolve()})"
+
+
+def _load_digits(config: dict) -> Splits:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()  # 1797 8×8 images, values 0..16, shipped with scikit-learn
+    images = torch.from_numpy(np.round(digits.images * (255 / 16))).to(torch.uint8)
+    full = Split(images.unsqueeze(1), torch.from_numpy(digits.target).long())
+    train, test = carve(full, 0.2, int(config.get("split_seed", 0)))  # fixed 20% test
+    mean, std = _channel_stats(train.images)
+    return Splits(train, test, 10, (1, 8, 8), mean, std)
+
+
+def _no_files_needed(config: dict) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class _Cifar:
+    folder: str  # as extracted from torchvision's archive
+    train_files: tuple[str, ...]
+    test_file: str
+    num_classes: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    torchvision_class: str  # supplies url and md5 for download
+
+    def missing(self, config: dict) -> str | None:
+        if config.get("download"):
+            return None
+        base = _root(config) / self.folder
+        absent = [f for f in (*self.train_files, self.test_file) if not (base / f).is_file()]
+        if not absent:
+            return None
+        return (
+            f"{config.get('dataset')}: no data under {_where(base)} (missing {', '.join(absent)}); "
+            f"set fixed.download: true to download it, or place the extracted archive there"
+        )
+
+    def load(self, config: dict) -> Splits:
+        root = _root(config)
+        if config.get("download") and self.missing({**config, "download": False}):
+            from torchvision import datasets
+            from torchvision.datasets.utils import download_and_extract_archive
+
+            tv = getattr(datasets, self.torchvision_class)
+            download_and_extract_archive(tv.url, str(root), filename=tv.filename, md5=tv.tgz_md5)
+        train = _read_cifar([root / self.folder / f for f in self.train_files])
+        test = _read_cifar([root / self.folder / self.test_file])
+        return Splits(train, test, self.num_classes, (3, 32, 32), self.mean, self.std)
+
+
+def _read_cifar(paths: list[Path]) -> Split:
+    """Read CIFAR pickles directly: torchvision's class re-hashes every file on each load."""
+    images, labels = [], []
+    for path in paths:
+        with open(path, "rb") as f:
+            entry = pickle.load(f, encoding="latin1")
+        entry = {k.decode() if isinstance(k, bytes) else k: v for k, v in entry.items()}
+        images.append(np.asarray(entry["data"], dtype=np.uint8).reshape(-1, 3, 32, 32))
+        labels.extend(entry["labels"] if "labels" in entry else entry["fine_labels"])
+    return Split(torch.from_numpy(np.concatenate(images)), torch.tensor(labels, dtype=torch.long))
+
+
+CIFAR10 = _Cifar(
+    "cifar-10-batches-py",
+    tuple(f"data_batch_{i}" for i in range(1, 6)),
+    "test_batch",
+    10,
+    (0.4914, 0.4822, 0.4465),
+    (0.2470, 0.2435, 0.2616),
+    "CIFAR10",
+)
+CIFAR100 = _Cifar(
+    "cifar-100-python", ("train",), "test", 100, (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762), "CIFAR100"
+)
+
+_MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+
+
+@dataclass(frozen=True)
+class _Mnist:
+    torchvision_class: str  # also the folder name torchvision uses under data_root
+    mean: float
+    std: float
+
+    def missing(self, config: dict) -> str | None:
+        if config.get("download"):
+            return None
+        raw = _root(config) / self.torchvision_class / "raw"
+        absent = [f for f in _MNIST_FILES if not (raw / f).is_file()]
+        if not absent:
+            return None
+        return (
+            f"{config.get('dataset')}: no data under {_where(raw)} (missing {', '.join(absent)}); "
+            f"set fixed.download: true to download it, or place the uncompressed idx files there"
+        )
+
+    def load(self, config: dict) -> Splits:
+        from torchvision import datasets
+
+        tv = getattr(datasets, self.torchvision_class)
+        root, download = str(_root(config)), bool(config.get("download"))
+        splits = [tv(root, train=train, download=download) for train in (True, False)]
+        train, test = (Split(s.data.unsqueeze(1).contiguous(), s.targets.long()) for s in splits)
+        return Splits(train, test, 10, (1, 28, 28), (self.mean,), (self.std,))
+
+
+MNIST = _Mnist("MNIST", 0.1307, 0.3081)
+FASHION_MNIST = _Mnist("FashionMNIST", 0.2860, 0.3530)
+
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def _imagefolder_missing(config: dict) -> str | None:
+    train = _root(config) / "train"
+    if train.is_dir() and any(p.is_dir() for p in train.iterdir()):
+        return None
+    return (
+        f"imagefolder: no class folders under {_where(train)}; place images as "
+        f"{train}/<class>/<image> (and optionally {_root(config)}/val/<class>/... as the test split)"
+    )
+
+
+def _load_imagefolder(config: dict) -> Splits:
+    from torchvision import datasets, transforms
+
+    size = int(config.get("image_size", 64))
+    to_tensor = transforms.Compose([transforms.Resize((size, size)), transforms.PILToTensor()])
+    root = _root(config)
+    train = datasets.ImageFolder(str(root / "train"), transform=to_tensor)
+    test_dir = next((root / n for n in ("val", "test") if (root / n).is_dir()), None)
+    test = datasets.ImageFolder(str(test_dir), transform=to_tensor) if test_dir else None
+    if test is not None and test.classes != train.classes:
+        raise ValueError(f"imagefolder: classes in {test_dir} {test.classes} differ from train {train.classes}")
+    return Splits(train, test, len(train.classes), (3, size, size), IMAGENET_MEAN, IMAGENET_STD)
+
+
+def _load_synthetic(config: dict) -> Splits:
+    """Class prototypes plus Gaussian noise: learnable, sized like real data, no files."""
+    c, h, w = (int(v) for v in config.get("synthetic_shape", (3, 32, 32)))
+    k, n = int(config.get("synthetic_classes", 10)), int(config.get("synthetic_samples", 4096))
+    g = torch.Generator().manual_seed(int(config.get("split_seed", 0)))
+    prototypes = torch.rand(k, c, h, w, generator=g)
+    labels = torch.randint(0, k, (n,), generator=g)
+    noisy = prototypes[labels] + 0.25 * torch.randn(n, c, h, w, generator=g)  # noise sd, 0..1 scale
+    images = (noisy.clamp(0, 1) * 255).round().to(torch.uint8)
+    return Splits(Split(images, labels), None, k, (c, h, w), (0.5,) * c, (0.25,) * c)
+
+
+DATASETS: dict[str, DatasetInfo] = {
+    "digits": DatasetInfo(_load_digits, _no_files_needed, crop_padding=0, hflip=False),
+    "cifar10": DatasetInfo(CIFAR10.load, CIFAR10.missing, crop_padding=4, hflip=True),
+    "cifar100": DatasetInfo(CIFAR100.load, CIFAR100.missing, crop_padding=4, hflip=True),
+    "mnist": DatasetInfo(MNIST.load, MNIST.missing, crop_padding=0, hflip=False),
+    "fashion_mnist": DatasetInfo(FASHION_MNIST.load, FASHION_MNIST.missing, crop_padding=0, hflip=False),
+    "imagefolder": DatasetInfo(_load_imagefolder, _imagefolder_missing, crop_padding=0, hflip=True),
+    "synthetic": DatasetInfo(_load_synthetic, _no_files_needed, crop_padding=0, hflip=False),
+}
+
+
+def dataset_problems(config: dict) -> list[str]:
+    """Unknown dataset name or missing files; never reads the data."""
+    name = config.get("dataset", "digits")
+    if name not in DATASETS:
+        return [unknown_name("dataset", name, DATASETS)]
+    problem = DATASETS[name].missing(config)
+    return [problem] if problem else []
+
+
+# ------------------------------------------------------------------- augmentation
+
+
+def random_crop(x: torch.Tensor, padding: int) -> torch.Tensor:
+    """Zero-pad by `padding` pixels, then cut each image at its own random offset."""
+    n, c, h, w = x.shape
+    padded = F.pad(x, (padding,) * 4)
+    dy, dx = torch.randint(0, 2 * padding + 1, (2, n, 1), device=x.device)
+    rows = (dy + torch.arange(h, device=x.device))[:, None, :, None]  # n,1,h,1
+    cols = (dx + torch.arange(w, device=x.device))[:, None, None, :]  # n,1,1,w
+    batch = torch.arange(n, device=x.device)[:, None, None, None]
+    channel = torch.arange(c, device=x.device)[None, :, None, None]
+    return padded[batch, channel, rows, cols]
+
+
+def random_hflip(x: torch.Tensor) -> torch.Tensor:
+    flip = torch.rand(x.shape[0], device=x.device) < 0.5
+    return torch.where(flip[:, None, None, None], x.flip(3), x)
+
+
+def cutout(x: torch.Tensor, size: int) -> torch.Tensor:
+    """Zero (= dataset mean after normalizing) one size×size square per image, centre uniform."""
+    n, _, h, w = x.shape
+    cy = torch.randint(0, h, (n, 1), device=x.device) - size // 2
+    cx = torch.randint(0, w, (n, 1), device=x.device) - size // 2
+    ys, xs = torch.arange(h, device=x.device), torch.arange(w, device=x.device)
+    in_rows = (ys >= cy) & (ys < cy + size)  # n,h
+    in_cols = (xs >= cx) & (xs < cx + size)  # n,w
+    return x.masked_fill((in_rows[:, :, None] & in_cols[:, None, :])[:, None], 0.0)
+
+
+@dataclass
+class BatchTransform:
+    """uint8 batch on the device -> normalized float batch, augmented when training."""
+
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+    crop_padding: int = 0
+    hflip: bool = False
+    cutout: int = 0
+    channels_last: bool = False
+
+    def __call__(self, x: torch.Tensor, train: bool) -> torch.Tensor:
+        if train and self.crop_padding > 0:
+            x = random_crop(x, self.crop_padding)
+        if train and self.hflip:
+            x = random_hflip(x)
+        scale = torch.tensor([1 / (255 * s) for s in self.std], device=x.device)[:, None, None]
+        shift = torch.tensor([m / s for m, s in zip(self.mean, self.std)], device=x.device)[:, None, None]
+        x = x.float() * scale - shift
+        if train and self.cutout > 0:
+            x = cutout(x, self.cutout)
+        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
+
+
+# ------------------------------------------------------------------------ loaders
+
+
+class TensorLoader:
+    """Shuffled batches sliced from device tensors; shuffling draws from the global RNG."""
+
+    def __init__(
+        self, split: Split, batch_size: int, transform: BatchTransform, *, train: bool, group: int = 1
+    ) -> None:
+        self.split, self.batch_size, self.transform, self.train = split, batch_size, transform, train
+        self.group = group  # training keeps whole groups of `group` full batches (one optimizer step)
+
+    def __len__(self) -> int:
+        n = len(self.split)
+        if self.train:
+            return n // (self.batch_size * self.group) * self.group
+        return -(-n // self.batch_size)
+
+    def __iter__(self) -> Iterator[Batch]:
+        device = self.split.labels.device
+        n = len(self.split)
+        order = torch.randperm(n, device=device) if self.train else torch.arange(n, device=device)
+        for b in range(len(self)):
+            index = order[b * self.batch_size : (b + 1) * self.batch_size]
+            yield self.transform(self.split.images[index], self.train), self.split.labels[index]
+
+
+class StreamLoader:
+    """DataLoader for datasets decoded per sample; batch transform runs on the device."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        batch_size: int,
+        transform: BatchTransform,
+        device: torch.device,
+        *,
+        train: bool,
+        group: int = 1,
+        num_workers: int = 2,
+    ) -> None:
+        from torch.utils.data import DataLoader
+
+        self.loader = DataLoader(
+            dataset,
+            batch_size=batch_size,
+            shuffle=train,
+            drop_last=train,
+            num_workers=num_workers,
+            pin_memory=device.type == "cuda",
+            persistent_workers=num_workers > 0,
+        )
+        self.batch_size, self.transform, self.device, self.train = batch_size, transform, device, train
+        self.group = group
+
+    def __len__(self) -> int:
+        n = len(self.loader)
+        return n // self.group * self.group if self.train else n
+
+    def __iter__(self) -> Iterator[Batch]:
+        for x, y in itertools.islice(self.loader, len(self)):
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            yield self.transform(x, self.train), y
+
+
+Loader = TensorLoader | StreamLoader
+
+
+@dataclass
+class Data:
+    train: Loader
+    val: Loader
+    test: Loader | None
+    num_classes: int
+    image_shape: tuple[int, int, int]
+
+
+def build_data(config: dict, device: torch.device, *, channels_last: bool = False) -> Data:
+    """Load `config["dataset"]`, carve the seeded validation split, and wrap loaders."""
+    info = DATASETS[config.get("dataset", "digits")]
+    splits = info.load(config)
+    train, val = carve(splits.train, float(config.get("val_fraction", 0.1)), int(config.get("split_seed", 0)))
+    transform = BatchTransform(
+        splits.mean,
+        splits.std,
+        crop_padding=_or(config.get("aug_crop_padding"), info.crop_padding),
+        hflip=bool(_or(config.get("aug_hflip"), info.hflip)),
+        cutout=int(config.get("aug_cutout") or 0),
+        channels_last=channels_last,
+    )
+    batch_size, group = int(config.get("batch_size", 128)), int(config.get("accum_steps", 1))
+    eval_batch = int(config.get("eval_batch_size") or 2 * batch_size)
+
+    def loader(data: Split | Dataset, train: bool) -> Loader:
+        size = batch_size if train else eval_batch
+        if isinstance(data, Split):
+            return TensorLoader(data.to(device), size, transform, train=train, group=group)
+        workers = int(_or(config.get("num_workers"), 2))
+        return StreamLoader(data, size, transform, device, train=train, group=group, num_workers=workers)
+
+    data = Data(
+        loader(train, True), loader(val, False), loader(splits.test, False) if splits.test is not None else None,
+        splits.num_classes, splits.image_shape,
+    )
+    if len(data.train) == 0:
+        raise ValueError(
+            f"{config.get('dataset')}: {len(train)} training samples are fewer than one optimizer step "
+            f"(batch_size*accum_steps = {batch_size * group}); lower batch_size or accum_steps"
+        )
+    return data
+
+
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
