@@ -109,6 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_spec_args(p)
     p.add_argument("--samples", type=int, default=3, help="how many sampled configs to print")
     p.set_defaults(func=cmd_validate)
+
+    # -- study results and training runs (best, trials, export, train, promote, report, dashboard) --
+
+    # -- scale-out (worker) --
+
     return parser
 
 

@@ -400,7 +400,7 @@ def build_data(config: dict, device: torch.device, *, channels_last: bool = Fals
     transform = BatchTransform(
         splits.mean,
         splits.std,
-        crop_padding=_or(config.get("aug_crop_padding"), info.crop_padding),
+        crop_padding=int(_or(config.get("aug_crop_padding"), info.crop_padding)),
         hflip=bool(_or(config.get("aug_hflip"), info.hflip)),
         cutout=int(config.get("aug_cutout") or 0),
         channels_last=channels_last,
