@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 from hpsearch.errors import UserError
@@ -57,7 +60,8 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
 
 def spec_overrides(args: argparse.Namespace) -> list[str]:
     flags = {"storage": "storage", "study": "study", "output": "output", "trials": "budget.trials",
-             "timeout": "budget.timeout", "max_failures": "budget.max_failures", "backend": "backend"}
+             "timeout": "budget.timeout", "max_failures": "budget.max_failures", "backend": "backend",
+             "workers": "resources.workers", "gpus": "resources.gpus", "address": "ray.address"}
     extra = [f"{key}={getattr(args, name)}" for name, key in flags.items() if getattr(args, name, None) is not None]
     return list(args.overrides) + extra
 
@@ -79,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; best {summary.best}")
     print(f"storage {summary.storage}; TensorBoard: tensorboard --logdir {spec.study_dir}")
     if summary.stopped_early:
-        print(f"stopped early: {summary.stopped_early}", file=sys.stderr)
+        print(f"stopped early: {summary.stopped_early}; fix the cause, then {RESUME_HINT} (or raise --max-failures)", file=sys.stderr)
         return 1
     return 0
 
@@ -89,6 +93,137 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     spec = load(args)
     print(describe_spec(spec, samples=args.samples))
+    return 0
+
+
+# -- study results and training runs: commands --
+
+
+def load_for_results(args: argparse.Namespace) -> Any:
+    """The spec without importing its objective: best/trials/report/dashboard only read the storage."""
+    from hpsearch.spec import load_spec
+
+    return load_spec(args.spec, spec_overrides(args), check_objective=False)
+
+
+def cmd_best(args: argparse.Namespace) -> int:
+    from hpsearch import results
+
+    spec = load_for_results(args)
+    study = results.load_study(spec)
+    print(json.dumps(results.best_json(study, spec), indent=2) if args.json else results.best_text(study, spec))
+    return 0
+
+
+def cmd_trials(args: argparse.Namespace) -> int:
+    from hpsearch import results
+
+    spec = load_for_results(args)
+    study = results.load_study(spec)
+    if args.json:
+        print(json.dumps(results.trials_json(study, spec, args.sort), indent=2))
+        return 0
+    header, rows = results.trial_rows(study, spec, args.sort)
+    if args.csv:
+        sys.stdout.write(results.trials_csv(header, rows))
+    else:
+        results.print_table(header, rows, title=f"{study.study_name}: {len(rows)} trials")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from hpsearch import results
+
+    args.overrides, config_sets = results.split_overrides(args.overrides)
+    spec = load(args)
+    doc = results.export(spec, Path(args.out), args.trial, config_sets)
+    src = doc["provenance"]
+    shown = ", ".join(f"{m}={results.fmt(v)}" for m, v in (src["values"] or {}).items()) or src["reason"]
+    print(f"exported trial {src['trial']} of {src['study']} ({shown}) to {args.out}")
+    print(f"train it: hpsearch train {args.out}")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from hpsearch import results, training
+
+    doc = training.load_run_config(args.config, args.overrides)
+    run_dir = Path(args.out) if args.out else results.default_run_dir(doc)
+    try:
+        result = training.train(doc, run_dir, fresh=args.fresh, quiet=args.quiet)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; run the same command again to resume from the last checkpoint in {run_dir}", file=sys.stderr)
+        return 130
+    if result.state != "completed":
+        print(f"training {result.reason} after {result.epochs} epochs; see {run_dir}", file=sys.stderr)
+        return 1
+    print("final: " + " ".join(f"{k}={results.fmt(v)}" for k, v in result.metrics.items()))
+    print(f"wrote {run_dir / 'metrics.json'}" + (f" and {run_dir / 'model.pt'}" if (run_dir / "model.pt").exists() else "")
+          + f"; TensorBoard: tensorboard --logdir {run_dir}")
+    return 0
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    from hpsearch import results
+
+    args.overrides, config_sets = results.split_overrides(args.overrides)
+    spec = load(args)
+    done = results.promote(spec, args.top, args.seeds, args.seed_base, config_sets, Path(args.out) if args.out else None, quiet=args.quiet)
+    header, rows = results.promote_table(done.candidates, done.metric, done.winner)
+    results.print_table(header, rows, title=f"{spec.study}: {len(done.candidates)} configs x {args.seeds} seeds (* = promoted)")
+    w = done.winner
+    print(f"promoted trial {w.trial.number}: {done.metric} {results.fmt(w.mean)} ± {results.fmt(w.std)} "
+          f"over {len(w.values)} seeds -> {done.out}")
+    print(f"train it: hpsearch train {done.out}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from hpsearch import results
+    from hpsearch.report import write_report
+
+    spec = load_for_results(args)
+    out = Path(args.out) if args.out else spec.study_dir / "report"
+    files = write_report(results.load_study(spec), out)
+    print(f"wrote {len(files)} files to {out}; open {out / 'index.html'}")
+    return 0
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from hpsearch.dashboard import start_dashboard
+
+    spec = load_for_results(args)
+    start_dashboard(spec.storage_url, host=args.host, port=args.port)
+    return 0
+
+
+# -- scale-out (worker): commands --
+
+
+def gpu_list(text: str) -> str:
+    """--gpus 0,2,3 -> the YAML list "[0, 2, 3]" for resources.gpus."""
+    try:
+        indices = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected device indices like 0,2,3, got {text!r}") from None
+    return "[" + ", ".join(map(str, indices)) + "]"
+
+
+def add_scale_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=positive_int, help="trial slots on this machine, each its own process (default: one per GPU share, 1 on CPU)")
+    p.add_argument("--gpus", type=gpu_list, help="device indices for the slots, e.g. 0,2,3 (default: all visible)")
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from hpsearch.workers import run_worker
+
+    spec = load(args)
+    summary = run_worker(spec, quiet=args.quiet)
+    print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; "
+          f"this worker ran {summary.ran}; best {summary.best}")
+    if summary.stopped_early:
+        print(f"stopped early: {summary.stopped_early}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -102,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=positive_float, help="seconds of wall time for this invocation")
     p.add_argument("--max-failures", type=positive_int, help="stop after this many failed trials in a row")
     p.add_argument("--backend", choices=["optuna", "ray"], help="override the spec's backend")
+    add_scale_args(p)
+    p.add_argument("--address", help="ray backend: 'auto' or HOST:PORT of a running Ray cluster (default: start a local one)")
     p.add_argument("--quiet", action="store_true", help="plain lines, no per-epoch output")
     p.set_defaults(func=cmd_run)
 
@@ -112,7 +249,65 @@ def build_parser() -> argparse.ArgumentParser:
 
     # -- study results and training runs (best, trials, export, train, promote, report, dashboard) --
 
+    p = sub.add_parser("best", help="the best trial (or the Pareto-optimal trials) of a study")
+    add_spec_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_best)
+
+    p = sub.add_parser("trials", help="every trial: state and reason, value, parameters, epochs, time, speed")
+    add_spec_args(p)
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--csv", action="store_true", help="print CSV")
+    form.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--sort", choices=["number", "value"], default="number", help="order of the rows (value: best first)")
+    p.set_defaults(func=cmd_trials)
+
+    p = sub.add_parser("export", help="write a trial's config as a self-contained training config (best.yaml)")
+    add_spec_args(p)
+    p.add_argument("-o", "--out", default="best.yaml", help="file to write (default: best.yaml)")
+    p.add_argument("--trial", type=int, help="trial number (default: the best trial)")
+    p.epilog = "--set KEY=VALUE with a key that is not a spec key overrides the trial's config, e.g. --set epochs=50"
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("train", help="train an exported config (no pruning, checkpoints, resumes when run again)")
+    p.add_argument("config", help="the exported config (hpsearch export SPEC -o best.yaml)")
+    p.add_argument("-o", "--out", help="run folder (default: <output>/train/<study>-trial<N>/)")
+    p.add_argument("--set", dest="overrides", action="append", type=key_value, default=[], metavar="KEY=VALUE",
+                   help="override a config value, e.g. --set epochs=50 (repeatable)")
+    p.add_argument("--fresh", action="store_true", help="discard the run folder's checkpoint and results and start over")
+    p.add_argument("--quiet", action="store_true", help="no per-epoch lines")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("promote", help="re-run the top configs with several seeds; export the best mean")
+    add_spec_args(p)
+    p.add_argument("--top", type=positive_int, default=3, help="how many of the best configs to re-run (default 3)")
+    p.add_argument("--seeds", type=positive_int, default=3, help="seeds per config (default 3)")
+    p.add_argument("--seed-base", type=int, default=0, help="the seeds are BASE, BASE+1, ... (config key 'seed')")
+    p.add_argument("-o", "--out", help="file to export the winner to (default: <output>/<study>/promoted.yaml)")
+    p.add_argument("--quiet", action="store_true", help="no per-epoch lines")
+    p.epilog = "--set KEY=VALUE with a key that is not a spec key overrides every re-run's config, e.g. --set epochs=50"
+    p.set_defaults(func=cmd_promote)
+
+    p = sub.add_parser("report", help="plots (HTML and PNG) and an index page for a study")
+    add_spec_args(p)
+    p.add_argument("-o", "--out", help="folder (default: <output>/<study>/report)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("dashboard", help="serve optuna-dashboard on the study's storage")
+    add_spec_args(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8080)
+    p.set_defaults(func=cmd_dashboard)
+
     # -- scale-out (worker) --
+
+    p = sub.add_parser("worker", help="join a study from this machine and run trials until its budget is spent")
+    add_spec_args(p)
+    add_scale_args(p)
+    p.add_argument("--timeout", type=positive_float, help="seconds of wall time for this worker")
+    p.add_argument("--quiet", action="store_true", help="plain lines, no per-epoch output")
+    p.epilog = "every worker needs the same spec and a shared --storage, e.g. postgresql://user:pw@db-host/hpsearch"
+    p.set_defaults(func=cmd_worker)
 
     return parser
 
@@ -120,6 +315,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    studies = args.command in ("run", "worker")
+    if studies:
+        _terminate_as_interrupt()
     try:
         return func(args)
     except UserError as exc:
@@ -127,8 +325,45 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {line}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"\ninterrupted; running trials were marked failed ({RESUME_HINT})", file=sys.stderr)
-        return 130
+        again = shlex.join(["hpsearch", *(sys.argv[1:] if argv is None else argv)])
+        done = 'running trials were marked failed (reason "interrupted"); ' if studies else ""
+        print(f"\ninterrupted; {done}to resume, run the same command again: {again}", file=sys.stderr)
+        return 143 if _TERMINATED else 130
+    except Exception as exc:
+        line = _storage_error(exc)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
+        return 2
+
+
+_TERMINATED: list[int] = []
+
+
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (kill, a job scheduler) ends trials like Ctrl-C does: marked failed, never left RUNNING."""
+    import signal
+    import threading
+
+    def handler(signum: int, frame: Any) -> None:
+        _TERMINATED.append(signum)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+
+
+def _storage_error(exc: Exception) -> str | None:
+    """A database that cannot be reached or written: one line, password redacted, no traceback."""
+    if type(exc).__module__.split(".")[0] not in ("sqlalchemy", "optuna", "psycopg2", "psycopg", "sqlite3"):
+        return None
+    from hpsearch.storage import redact
+
+    if type(exc).__name__ not in ("OperationalError", "InterfaceError", "StorageInternalError"):
+        return None
+    cause = exc.__cause__ if type(exc).__name__ == "StorageInternalError" and exc.__cause__ else exc
+    first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+    return f"storage: {redact(first)}"
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ STATE_COLOURS = {  # learning-curve colour per TrialState name
     "PRUNED": "#d62728",
     "RUNNING": "#7f7f7f",
 }
-PNG_DPI = 120  # 6.4 x 4.8 in default figure -> 768 x 576 px
+PNG_DPI = 100  # optuna's 6.4 x 4.8 in figures -> about 640 x 480 px
 TOP_TRIALS = 10
 
 
@@ -277,7 +277,6 @@ def _slug(name: str) -> str:
 
 def _draw(plot: _Plot, ctx: _Context, out: Path, suffix: str, kwargs: dict[str, Any]) -> _Drawn:
     import optuna.visualization as vis
-    import optuna.visualization.matplotlib as vis_mpl
 
     stem = plot.name + suffix
     fig = getattr(vis, plot.fn)(ctx.study, **kwargs)
@@ -285,33 +284,32 @@ def _draw(plot: _Plot, ctx: _Context, out: Path, suffix: str, kwargs: dict[str, 
         plot.restyle_plotly(fig, ctx)
     html_path = out / f"{stem}.html"
     fig.write_html(html_path, include_plotlyjs="directory")  # one plotly.min.js, works offline
-
     png_path = out / f"{stem}.png"
-    _draw_png(lambda: getattr(vis_mpl, plot.fn)(ctx.study, **kwargs), plot, ctx, png_path)
+    _draw_png(plot, ctx, kwargs, png_path)
     return _Drawn(_title(plot, suffix), html_path, png_path)
 
 
-def _title(plot: _Plot, suffix: str) -> str:
-    return f"{plot.title} ({suffix[1:]})" if suffix else plot.title
-
-
-def _draw_png(draw: Callable[[], Any], plot: _Plot, ctx: _Context, path: Path) -> None:
+def _draw_png(plot: _Plot, ctx: _Context, kwargs: dict[str, Any], path: Path) -> None:
     import matplotlib
     import matplotlib.pyplot as plt
     import numpy as np
+    import optuna.visualization.matplotlib as vis_mpl
     from optuna.exceptions import ExperimentalWarning
 
     # rc_context: optuna's matplotlib plots switch the global style to ggplot.
     with warnings.catch_warnings(), matplotlib.rc_context():
         warnings.simplefilter("ignore", ExperimentalWarning)
-        axes = draw()
-        fig = np.ravel(axes)[0].figure
+        axes = np.ravel(getattr(vis_mpl, plot.fn)(ctx.study, **kwargs))  # Axes or array of them
         try:
             if plot.restyle_matplotlib:
-                plot.restyle_matplotlib(np.ravel(axes)[0], ctx)
-            fig.savefig(path, dpi=PNG_DPI, bbox_inches="tight")
+                plot.restyle_matplotlib(axes[0], ctx)
+            axes[0].figure.savefig(path, dpi=PNG_DPI, bbox_inches="tight")
         finally:
-            plt.close(fig)
+            plt.close(axes[0].figure)
+
+
+def _title(plot: _Plot, suffix: str) -> str:
+    return f"{plot.title} ({suffix[1:]})" if suffix else plot.title
 
 
 # ---- index.html ------------------------------------------------------------------------------
@@ -347,10 +345,10 @@ def _index_html(ctx: _Context, drawn: list[_Drawn], skipped: list[tuple[str, str
     return "\n".join(parts)
 
 
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{h}</th>" for h in header)
+def _table(header: list[str] | None, rows: list[list[str]]) -> str:
+    head = "<tr>" + "".join(f"<th>{h}</th>" for h in header) + "</tr>" if header else ""
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f"<table>{head}{body}</table>"
 
 
 def _summary_table(ctx: _Context) -> str:
@@ -364,7 +362,7 @@ def _summary_table(ctx: _Context) -> str:
     rows = [["study", html.escape(ctx.study.study_name)], ["directions", directions],
             ["trials", str(len(ctx.trials))]]
     rows += [[state.lower(), str(n)] for state, n in sorted(counts.items())]
-    return _table(["", ""], rows)
+    return _table(None, rows)
 
 
 def _best_section(ctx: _Context) -> str:
@@ -395,13 +393,14 @@ def _top_trials_table(ctx: _Context) -> str:
         return "<h2>Top trials</h2><p>No completed or pruned trials with values.</p>"
     header = ["trial", "state", "reason", *map(html.escape, ctx.metric_names), "epochs",
               "wall time", "params"]
-    return f"<h2>Top {len(trials)} trials</h2>" + _table(header, [_trial_row(ctx, t) for t in trials])
+    rows = [_trial_row(ctx, t) for t in trials]
+    return f"<h2>Top {len(trials)} trials</h2>" + _table(header, rows)
 
 
 def _trial_row(ctx: _Context, t: FrozenTrial) -> list[str]:
-    if t.values is not None:
-        values = [_fmt(v) for v in t.values]
-    else:  # pruned: the last reported value of the first metric, at its epoch
+    if t.state.name != "PRUNED" or not t.intermediate_values:
+        values = [_fmt(v) for v in t.values or [None] * len(ctx.metric_names)]
+    else:  # the last reported value of the first metric, at its epoch
         epoch = max(t.intermediate_values)
         values = [f"{_fmt(t.intermediate_values[epoch])} (epoch {epoch})"]
         values += ["–"] * (len(ctx.metric_names) - 1)
@@ -425,6 +424,8 @@ def _params(t: FrozenTrial) -> str:
 
 
 def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
     return f"{v:.6g}" if isinstance(v, float) else str(v)
 
 

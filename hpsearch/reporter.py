@@ -71,9 +71,9 @@ class Reporter:
     @property
     def writer(self) -> Any:
         if self._writer is None and self.trial_dir is not None:
-            from torch.utils.tensorboard import SummaryWriter
+            from hpsearch.tblog import EventWriter
 
-            self._writer = SummaryWriter(log_dir=str(self.trial_dir))
+            self._writer = EventWriter(self.trial_dir)
         return self._writer
 
     def report(self, epoch: int, metrics: dict[str, float]) -> None:
@@ -111,14 +111,8 @@ class Reporter:
     def close(self, hparams: dict[str, Any] | None = None, final: dict[str, float] | None = None) -> None:
         """Write the trial's hyperparameters and final metrics to TensorBoard's HParams view."""
         if self.writer is not None and hparams is not None:
-            from torch.utils.tensorboard.summary import hparams as hparams_summary
-
             final = {f"final/{k}": float(v) for k, v in (final or {}).items() if _is_number(v)}
-            exp, ssi, sei = hparams_summary({k: _hparam_value(v) for k, v in hparams.items()}, final)
-            for summary in (exp, ssi, sei):
-                self.writer.file_writer.add_summary(summary)
-            for tag, value in final.items():
-                self.writer.add_scalar(tag, value, self.epochs)
+            self.writer.add_hparams(hparams, final, self.epochs)
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -126,7 +120,3 @@ class Reporter:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _hparam_value(value: Any) -> Any:
-    return value if isinstance(value, (bool, int, float, str)) else str(value)

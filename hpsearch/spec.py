@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
 from hpsearch.errors import SpecError
 from hpsearch.objective import BUILTIN, load_objective
@@ -52,16 +52,38 @@ class PrunerSpec(Section):
 
 
 class Resources(Section):
-    workers: int = Field(1, ge=1)  # trial slots run at once on this machine
-    gpus_per_trial: float = Field(1, ge=0)
-    trials_per_gpu: int = Field(1, ge=1)
+    # Trial slots run at once on this machine; null: one per GPU share (GPUs x trials_per_gpu), or 1 without GPUs.
+    workers: int | None = Field(None, ge=1)
+    gpus_per_trial: float = Field(1, ge=0)  # devices per trial: 1, 2, ... or a share (0.5 = two trials per GPU); 0 = CPU only
+    trials_per_gpu: int = Field(1, ge=1)  # slots sharing one device (same as gpus_per_trial: 1/k)
     gpus: list[int] | None = None  # device indices to use; default all visible
-    cpus_per_trial: float | None = Field(None, gt=0)
+    cpus_per_trial: float | None = Field(None, gt=0)  # threads per trial (Ray: CPUs); default cores // slots
+
+    @field_validator("gpus_per_trial")
+    @classmethod
+    def _whole_or_share(cls, value: float) -> float:
+        if value > 1 and not float(value).is_integer():
+            raise ValueError("must be a whole number of GPUs (1, 2, ...) or a share below 1 (0.5, 0.25)")
+        return value
+
+    @field_validator("trials_per_gpu")
+    @classmethod
+    def _one_way_to_share(cls, value: int, info: ValidationInfo) -> int:
+        if value > 1 and 0 < info.data.get("gpus_per_trial", 1) < 1:
+            raise ValueError("set either trials_per_gpu or gpus_per_trial (a share like 0.5), not both")
+        return value
+
+    @field_validator("gpus")
+    @classmethod
+    def _indices(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (not value or min(value) < 0 or len(set(value)) != len(value)):
+            raise ValueError("must be distinct device indices >= 0, e.g. [0, 2, 3]")
+        return value
 
 
 class RaySpec(Section):
     address: str | None = None  # "auto" or HOST:PORT joins a running cluster; unset starts a local one
-    scheduler: Literal["asha", "hyperband", "median", "pbt", "fifo"] = "asha"
+    scheduler: Literal["asha", "hyperband", "median", "pbt", "fifo"] = "asha"  # grace: pruner.warmup_epochs, rate: pruner.reduction_factor
     perturbation_interval: int = Field(2, ge=1)  # pbt: epochs between exploit/explore steps
 
 

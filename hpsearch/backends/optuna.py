@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ from hpsearch.objective import load_objective
 from hpsearch.progress import Progress
 from hpsearch.reporter import PruneHook, Reporter
 from hpsearch.spec import Spec
-from hpsearch.storage import open_storage, redact
+from hpsearch.storage import GRACE_S, HEARTBEAT_S, HeartbeatStorage, backend_storage, open_storage, redact
 from hpsearch.trial import FAILED, PRUNED, Outcome, run_trial
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -121,10 +122,16 @@ def count(study: optuna.Study, *states: TrialState) -> int:
 
 def run(spec: Spec, quiet: bool = False) -> Summary:
     """Run the study until ``budget.trials`` trials have finished (completed or pruned)."""
+    from hpsearch import workers  # several slots (--workers, GPUs): one process per slot, see workers.py
+
+    slots = workers.slots_for(spec)
+    if not workers.in_process(slots, spec):
+        return workers.run_slots(spec, slots, quiet)
     objective = load_objective(spec.objective, spec.base_dir)
     study = open_study(spec)
     spec.study_dir.mkdir(parents=True, exist_ok=True)
     progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
+    settle_silent(study, progress)  # a killed earlier run's trial: failed with a reason, its config queued again
     tracker = Tracker(study, spec, progress)
     remaining = spec.budget.trials - tracker.counts.done
     if remaining <= 0:
@@ -134,14 +141,64 @@ def run(spec: Spec, quiet: bool = False) -> Summary:
         f"{spec.study}: {'resuming at' if tracker.counts.done else 'starting'} {tracker.counts.done}/{spec.budget.trials} trials, "
         f"sampler {sampler_name(spec)}, pruner {spec.pruner.name}, storage {redact(spec.storage_url)}"
     )
+    fn, own = trial_function(spec, objective, progress, tracker), []
+
+    def owned(trial: optuna.Trial) -> float | list[float]:
+        own.append(trial._trial_id)
+        return fn(trial)
+
     with progress:
-        study.optimize(
-            trial_function(spec, objective, progress, tracker),
-            timeout=spec.budget.timeout,
-            catch=(TrialFailed,),
-            callbacks=[tracker.after_trial],
-        )
+        try:
+            study.optimize(owned, timeout=spec.budget.timeout, catch=(TrialFailed,), callbacks=[tracker.after_trial])
+        except KeyboardInterrupt:
+            fail_running(study, own, "interrupted")
+            raise
     return tracker.summary(tracker.ran)
+
+
+def fail_stale_trials(study: optuna.Study) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+
+
+def settle_silent(study: optuna.Study, progress: Progress) -> None:
+    """Trials left RUNNING by a process that died: wait out the heartbeat grace period, then fail them
+    (reason "failed: process died ...") and queue their configs again, so they run first."""
+    storage = backend_storage(study)
+    if not isinstance(storage, HeartbeatStorage):
+        fail_stale_trials(study)
+        return
+    silent = storage.silent_trials(study._study_id, 2 * HEARTBEAT_S)  # live processes beat every HEARTBEAT_S
+    if silent:
+        numbers = sorted(storage.get_trial(i).number for i in silent)
+        wait = max(0.0, GRACE_S - min(silent.values())) + 1
+        progress.print(f"trial(s) {', '.join(map(str, numbers))} RUNNING without a heartbeat (their process died?): "
+                       f"failing them and retrying their configs in {wait:.0f} s")
+    deadline = time.monotonic() + GRACE_S + 2
+    while True:
+        fail_stale_trials(study)
+        left = set(silent) & set(storage.silent_trials(study._study_id, 2 * HEARTBEAT_S))
+        if not left or time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
+
+
+def fail_running(study: optuna.Study, trial_ids: list[int], reason: str) -> None:
+    """Ctrl-C can land outside the objective (sampling, storage writes): end what is still RUNNING."""
+    import signal
+    import threading
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None  # a second Ctrl-C must not cut this short
+    try:
+        for trial_id in trial_ids:
+            if study._storage.get_trial(trial_id).state == TrialState.RUNNING:
+                study._storage.set_trial_user_attr(trial_id, "reason", reason)
+                study._storage.set_trial_state_values(trial_id, TrialState.FAIL)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
 
 
 def trial_function(spec: Spec, objective: Any, progress: Progress, tracker: Tracker) -> Any:
@@ -160,7 +217,7 @@ def trial_function(spec: Spec, objective: Any, progress: Progress, tracker: Trac
             trial.set_user_attr("reason", "interrupted")
             raise
         record(trial, outcome, reporter)
-        reporter.close(hparams=config, final=outcome.metrics)
+        reporter.close(hparams=outcome.config or config, final=outcome.metrics)
         if outcome.state == PRUNED:
             raise optuna.TrialPruned(outcome.reason)
         if outcome.state == FAILED:
@@ -214,7 +271,7 @@ class Tracker:
     def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         self.counts.running = 0
         if trial.state in FINISHED:
-            self.counts.done += 1
+            self.counts.done = count(study, *FINISHED)  # from storage: other processes may share the study
             self.failures_in_a_row = 0
         if trial.state == TrialState.PRUNED:
             self.counts.pruned += 1

@@ -104,6 +104,7 @@ def warmup_steps(config: dict, total_steps: int, steps_per_epoch: int) -> int:
 
 def make_curve(config: dict, total_steps: int, steps_per_epoch: int) -> LrCurve:
     schedule = config.get("schedule", "cosine")
+    gamma = config.get("gamma")
     return LrCurve(
         schedule=schedule,
         total_steps=total_steps,
@@ -111,7 +112,7 @@ def make_curve(config: dict, total_steps: int, steps_per_epoch: int) -> LrCurve:
         steps_per_epoch=steps_per_epoch,
         warmup_start_factor=float(config.get("warmup_start_factor", 0.01)),
         min_lr_ratio=float(config.get("min_lr_ratio", 0.0)),
-        gamma=float(config.get("gamma", 0.95 if schedule == "exponential" else 0.1)),
+        gamma=float(gamma if gamma is not None else 0.95 if schedule == "exponential" else 0.1),
         step_epochs=float(config.get("step_epochs", 30)),
         div_factor=float(config.get("div_factor", 25.0)),
         final_div_factor=float(config.get("final_div_factor", 1e4)),

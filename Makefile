@@ -1,0 +1,27 @@
+# make run   - fresh clone -> .venv -> a real study on spaces/quickstart.yaml (offline, CPU, minutes)
+# make test  - fresh clone -> .venv -> the test suite (what .ci/run calls)
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: venv run test bench clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+run: venv
+	$(BIN)/hpsearch run spaces/quickstart.yaml
+
+test: venv
+	$(BIN)/python -m pytest -q
+
+bench: venv
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf runs report

@@ -1,0 +1,506 @@
+"""Ray Tune backend: the same spec and objective, trials scheduled by Ray on a local or existing cluster.
+
+Search: the spec's Optuna sampler through ``ray.tune.search.optuna.OptunaSearch``, with the
+space tree as a define-by-run function (conditional spaces work), on the spec's own study
+storage. Every Ray trial is an Optuna trial of the same study, so ``best``, ``trials``,
+``export``, ``report`` and optuna-dashboard read a Ray run exactly like an Optuna run.
+
+Stopping: a Ray scheduler (asha, hyperband, median, pbt, fifo) stops trials by ending them;
+the driver then records the trial as PRUNED at its last reported epoch. The driver, not the
+trial, writes the study: params and config when Ray asks for a trial, intermediate values
+per epoch, and the end state with the usual user attrs (reason, epochs, wall_s, metrics,
+history, ...) when Ray reports it finished, stopped or crashed.
+
+PBT perturbs the top-level (unconditional) parameters and moves state between trials through
+the reporter's ``save_checkpoint``/``load_checkpoint``; a PBT trial's ``config`` attr is its
+final (perturbed) config, its params the first sample.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from hpsearch.backends.optuna import FINISHED, Summary, best_text, build_sampler, open_study, trial_value_text
+from hpsearch.errors import UserError
+from hpsearch.objective import load_objective
+from hpsearch.progress import Progress
+from hpsearch.reporter import Reporter
+from hpsearch.space import Choice, Const, Float, Int
+from hpsearch.spec import Spec
+from hpsearch.storage import redact
+from hpsearch.trial import COMPLETE, run_trial
+
+TRIAL_KEY = "hpsearch_trial"  # the Optuna trial number, carried in each Ray trial's config
+METRICS_KEY = "hpsearch_metrics"  # one epoch's metrics as JSON (Ray adds its own keys to results)
+FINAL_KEY = "hpsearch_final"  # the completed trial's outcome as JSON
+ENDED = re.compile(r"hpsearch-outcome<(.*?)>hpsearch-outcome", re.S)  # a pruned/failed outcome inside a Ray error
+DEFAULT_MAX_EPOCHS = 100  # ASHA/HyperBand horizon when neither pruner.max_epochs nor fixed.epochs says
+
+
+# ---------------------------------------------------------------------------- inside the Ray trial
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a Ray trial needs from the driver; absolute paths, since Ray workers start elsewhere."""
+
+    objective: str
+    base_dir: str
+    cwd: str
+    study_dir: str
+    metrics: list[str]
+    checkpoints: bool  # pbt, hyperband: pause/exploit restore a trial from its last checkpoint
+
+
+class TrialEnded(Exception):
+    """Carries a pruned (diverged) or failed outcome out of the Ray trial to the driver."""
+
+
+class RayReporter(Reporter):
+    """Sends each epoch to Ray Tune, whose scheduler may stop the trial; checkpoints ride along.
+
+    With checkpoints on, an epoch's result waits for the objective's ``save_checkpoint`` (or
+    the next epoch) so both reach Ray together, whichever order the objective calls them in.
+    """
+
+    def __init__(self, trial_dir: Path, checkpoints: bool):
+        super().__init__(trial_dir=trial_dir, prune_hook=self._to_ray)
+        self.checkpoints = checkpoints
+        self.pending: dict[str, Any] | None = None
+        self.saved: Path | None = None  # a checkpoint folder not yet handed to Ray
+
+    def _to_ray(self, epoch: int, metrics: dict[str, float]) -> bool:
+        self.flush()
+        self.pending = {"epoch": epoch, **metrics, METRICS_KEY: json.dumps(metrics)}
+        if not self.checkpoints or self.saved is not None:
+            self.flush()
+        return False  # Ray stops a trial by ending it, not through the objective
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        if not self.checkpoints:
+            return
+        import torch
+
+        folder = Path(tempfile.mkdtemp(prefix="hpsearch-ckpt-"))
+        torch.save(state, folder / "state.pt")
+        self.saved = folder
+        if self.pending is not None:
+            self.flush()
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        from ray import tune
+
+        checkpoint = tune.get_checkpoint()
+        if checkpoint is None:
+            return None
+        import torch
+
+        with checkpoint.as_directory() as folder:
+            return torch.load(Path(folder) / "state.pt", map_location="cpu", weights_only=False)
+
+    def flush(self) -> None:
+        if self.pending is None:
+            return  # a checkpoint saved before its epoch's report waits for that report
+        from ray import tune
+
+        checkpoint = tune.Checkpoint.from_directory(str(self.saved)) if self.saved else None
+        tune.report(self.pending, checkpoint=checkpoint)  # persists the checkpoint before returning
+        if self.saved is not None:
+            shutil.rmtree(self.saved, ignore_errors=True)
+        self.pending, self.saved = None, None
+
+
+def run_ray_trial(config: dict[str, Any], job: Job) -> dict[str, Any]:
+    """The Ray trainable: run the objective once; return the outcome, or raise it when not completed."""
+    if job.cwd not in sys.path:
+        sys.path.insert(0, job.cwd)  # module objectives (objectives.x:fn) import as they do in the driver
+    number = config[TRIAL_KEY]
+    cfg = {k: v for k, v in config.items() if k != TRIAL_KEY}
+    reporter = RayReporter(Path(job.study_dir) / f"trial-{number}", job.checkpoints)
+    outcome = run_trial(load_objective(job.objective, Path(job.base_dir)), cfg, reporter, job.metrics)
+    reporter.flush()
+    reporter.close(hparams=cfg, final=outcome.metrics)
+    ended = {"state": outcome.state, "values": outcome.values, **outcome.attrs()}
+    if outcome.state != COMPLETE:
+        raise TrialEnded(f"hpsearch-outcome<{json.dumps(ended)}>hpsearch-outcome")
+    return {"epoch": reporter.epochs, **outcome.metrics, FINAL_KEY: json.dumps(ended)}
+
+
+# ---------------------------------------------------------------------------- driver: the study side
+
+
+class Recorder:
+    """A Tune callback that writes every Ray trial into the Optuna study and prints progress."""
+
+    def __init__(self, study: optuna.Study, spec: Spec, progress: Progress):
+        self.study, self.spec, self.progress = study, spec, progress
+        self.storage = study._storage
+        self.history: dict[int, list[dict[str, float]]] = {}
+        self.outcomes: dict[int, dict[str, Any]] = {}
+        self.asked: set[int] = set()  # Optuna trials this driver created for Ray
+        self.ended: set[int] = set()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {}  # Tune pickles its run config for its own resume; a recorder is only useful live
+
+    def trial_id(self, number: int) -> int:
+        return self.storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+
+    def on_start(self, trial: Any) -> None:
+        self.progress.counts.running += 1
+        self.progress.refresh()
+
+    def on_result(self, trial: Any, result: dict[str, Any]) -> None:
+        number = trial.config[TRIAL_KEY]
+        if FINAL_KEY in result:
+            self.outcomes[number] = json.loads(result[FINAL_KEY])
+            return
+        epoch, metrics = int(result["epoch"]), json.loads(result[METRICS_KEY])
+        self.history.setdefault(number, []).append({"epoch": epoch, **metrics})
+        self.progress.epoch(number, epoch, trial.config.get("epochs"), metrics)
+        first = self.spec.metrics[0]
+        if len(self.spec.metrics) == 1 and _finite(metrics.get(first)):
+            self.storage.set_trial_intermediate_value(self.trial_id(number), epoch, float(metrics[first]))
+
+    def on_end(self, trial: Any, error: str | None) -> None:
+        number = trial.config[TRIAL_KEY]
+        if number in self.ended:
+            return
+        self.ended.add(number)
+        if trial.last_result or trial.status != "PENDING":
+            self.progress.counts.running = max(0, self.progress.counts.running - 1)
+        history = self.history.pop(number, [])
+        ended = self.outcomes.pop(number, None) or self.from_error(error) or self.stopped(trial, history)
+        tid = self.trial_id(number)
+        attrs = {k: v for k, v in ended.items() if k not in ("state", "values")}
+        attrs["history"] = history
+        attrs["config"] = {k: v for k, v in trial.config.items() if k != TRIAL_KEY}  # pbt: the perturbed config
+        for key, value in attrs.items():
+            self.storage.set_trial_user_attr(tid, key, value)
+        state = {"completed": TrialState.COMPLETE, "pruned": TrialState.PRUNED}.get(ended["state"], TrialState.FAIL)
+        values = ended.get("values") if state == TrialState.COMPLETE else None
+        self.study.tell(number, values[0] if values and len(values) == 1 else values, state=state)
+        frozen = self.storage.get_trial(tid)
+        counts = self.progress.counts
+        counts.done += state in FINISHED
+        counts.pruned += state == TrialState.PRUNED
+        counts.failed += state == TrialState.FAIL
+        counts.best = best_text(self.study, self.spec)
+        self.progress.trial(number, frozen.user_attrs.get("reason", state.name.lower()), trial_value_text(frozen, self.spec), frozen.params)
+
+    def abandon(self) -> None:
+        """Trials Ray never ended (Ctrl-C, a driver error) must not stay RUNNING and hold the budget."""
+        for number in sorted(self.asked - self.ended):
+            self.ended.add(number)
+            tid = self.trial_id(number)
+            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+                self.storage.set_trial_user_attr(tid, "reason", "interrupted")
+                self.storage.set_trial_state_values(tid, TrialState.FAIL)
+
+    @staticmethod
+    def from_error(error: str | None) -> dict[str, Any] | None:
+        if error is None:
+            return None
+        found = ENDED.search(error)
+        if found:
+            return json.loads(found.group(1))
+        lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+        return {"state": "failed", "reason": f"failed: {lines[-1] if lines else 'Ray trial error'}"}
+
+    def stopped(self, trial: Any, history: list[dict[str, float]]) -> dict[str, Any]:
+        """Ray's scheduler ended the trial after an epoch: pruned (or completed, if that was its last)."""
+        if not history:
+            return {"state": "failed", "reason": "interrupted (stopped before its first epoch)"}
+        last = history[-1]
+        epoch = int(last.get("epoch", 0))
+        metrics = {k: v for k, v in last.items() if k != "epoch"}
+        wall_s = round(float((trial.last_result or {}).get("time_total_s", 0.0)), 3)
+        planned = trial.config.get("epochs")
+        attrs = {"epochs": epoch, "wall_s": wall_s, "metrics": {k: v for k, v in metrics.items() if _finite(v)},
+                 "samples_per_s": metrics.get("samples_per_s"), "peak_mem_mb": metrics.get("peak_mem_mb")}
+        values = [metrics.get(m) for m in self.spec.metrics]
+        if isinstance(planned, int) and epoch >= planned and all(_finite(v) for v in values):
+            return {"state": "completed", "reason": "completed", "values": values, **attrs}
+        return {"state": "pruned", "reason": f"pruned at epoch {epoch}", **attrs}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def make_callback(recorder: Recorder) -> Any:
+    from ray.tune import Callback
+
+    class RecordTrials(Callback):
+        def __getstate__(self) -> dict[str, Any]:
+            return {}
+
+        def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            recorder.on_start(trial)
+
+        def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+            recorder.on_result(trial, result)
+
+        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            recorder.on_end(trial, None)
+
+        def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+            error = trial.get_error()
+            recorder.on_end(trial, str(error) if error is not None else "Ray trial error")
+
+    return RecordTrials()
+
+
+def make_searcher(spec: Spec, storage: Any, sampler: optuna.samplers.BaseSampler, recorder: Recorder) -> Any:
+    """OptunaSearch on the spec's study: define-by-run over the space tree; the Recorder writes results."""
+    from ray.tune.search.optuna import OptunaSearch
+
+    class StudySearch(OptunaSearch):
+        def suggest(self, trial_id: str) -> dict[str, Any] | None:
+            if super().suggest(trial_id) is None:
+                return None
+            ot_trial = self._ot_trials[trial_id]
+            config = spec.config_for(spec.tree.config_from_params(ot_trial.params))
+            ot_trial.set_user_attr("config", config)
+            ot_trial.set_user_attr("backend", "ray")
+            recorder.asked.add(ot_trial.number)
+            return {**config, TRIAL_KEY: ot_trial.number}
+
+        def on_trial_result(self, trial_id: str, result: dict) -> None:
+            pass  # intermediate values: Recorder (keyed by epoch, not by Ray's iteration)
+
+        def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+            self._completed_trials.add(trial_id)  # the end state: Recorder
+
+        def save(self, checkpoint_path: str) -> None:
+            pass  # the study storage is the record; Ray's experiment resume is not used
+
+    def space(trial: Any) -> None:
+        spec.tree.suggest(trial)
+
+    modes = ["max" if d == "maximize" else "min" for d in spec.directions]
+    metric: Any = spec.metrics if len(modes) > 1 else spec.metrics[0]
+    return StudySearch(space=space, metric=metric, mode=modes if len(modes) > 1 else modes[0],
+                       sampler=sampler, study_name=spec.study, storage=storage)
+
+
+# ---------------------------------------------------------------------------- driver: schedulers & resources
+
+
+def max_epochs(spec: Spec) -> int:
+    epochs = spec.pruner.max_epochs or spec.fixed.get("epochs")
+    return int(epochs) if isinstance(epochs, int) and epochs > 0 else DEFAULT_MAX_EPOCHS
+
+
+def build_scheduler(spec: Spec) -> Any:
+    """pruner.warmup_epochs is the grace period, pruner.reduction_factor the rate; FIFO for several metrics."""
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler, MedianStoppingRule
+
+    name = spec.ray.scheduler if len(spec.metrics) == 1 else "fifo"
+    p, horizon = spec.pruner, max_epochs(spec)
+    common = {"time_attr": "epoch", "metric": spec.metrics[0], "mode": "max" if spec.directions[0] == "maximize" else "min"}
+    grace = min(max(1, p.warmup_epochs), horizon)
+    # stop_last_trials=False: a trial that reaches max_t ends on its own and returns its final metrics.
+    builders = {
+        "asha": lambda: ASHAScheduler(**common, max_t=horizon, grace_period=grace, reduction_factor=p.reduction_factor or 3, stop_last_trials=False),
+        "hyperband": lambda: HyperBandScheduler(**common, max_t=horizon, reduction_factor=p.reduction_factor or 3, stop_last_trials=False),
+        "median": lambda: MedianStoppingRule(**common, grace_period=grace, min_samples_required=max(1, p.startup_trials)),
+        "pbt": lambda: build_pbt(spec, common),
+        "fifo": lambda: FIFOScheduler(),
+    }
+    return builders[name]()
+
+
+def build_pbt(spec: Spec, common: dict[str, Any]) -> Any:
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    class KeepTrialNumber(PopulationBasedTraining):
+        """An exploiting trial copies another's config; it must keep its own Optuna trial number."""
+
+        def _get_new_config(self, trial: Any, trial_to_clone: Any) -> tuple[dict, dict]:
+            config, operations = super()._get_new_config(trial, trial_to_clone)
+            config[TRIAL_KEY] = trial.config[TRIAL_KEY]
+            return config, operations
+
+    return KeepTrialNumber(**common, perturbation_interval=spec.ray.perturbation_interval,
+                           hyperparam_mutations=pbt_mutations(spec), require_attrs=False)
+
+
+def pbt_mutations(spec: Spec) -> dict[str, Any]:
+    """Top-level parameters only: switching a conditional choice would need the other branch's values."""
+    from ray import tune
+
+    out: dict[str, Any] = {}
+    for name, p in spec.tree.params.items():
+        if isinstance(p, Float):
+            out[name] = tune.loguniform(p.low, p.high) if p.log else tune.quniform(p.low, p.high, p.step) if p.step else tune.uniform(p.low, p.high)
+        elif isinstance(p, Int):
+            out[name] = tune.lograndint(p.low, p.high + 1) if p.log else tune.qrandint(p.low, p.high, p.step)
+        elif isinstance(p, Choice) and not p.conditional:
+            out[name] = list(p.options)
+        elif not isinstance(p, (Const, Choice)):
+            raise TypeError(f"unknown parameter {p!r}")
+    if not out:
+        raise UserError(f"{spec.path}: ray.scheduler: pbt needs a top-level parameter to perturb (the space has none outside conditional options)")
+    return out
+
+
+def trial_resources(spec: Spec, cluster_gpus: float) -> dict[str, float]:
+    """CPUs and GPUs one trial asks Ray for; no GPUs are asked of a cluster that has none."""
+    r = spec.resources
+    gpu = 0.0
+    if cluster_gpus > 0 and r.gpus_per_trial > 0:
+        gpu = r.gpus_per_trial if r.gpus_per_trial < 1 else r.gpus_per_trial / r.trials_per_gpu
+    return {"cpu": float(r.cpus_per_trial or 1), "gpu": gpu}
+
+
+@contextlib.contextmanager
+def ray_session(spec: Spec) -> Iterator[None]:
+    """Join ray.address, or start a local Ray; quiet either way. Ray already initialised by the caller is left as is."""
+    import ray
+
+    from hpsearch.workers import cpu_cores, visible_gpus
+
+    if ray.is_initialized():
+        yield
+        return
+    quiet = {"log_to_driver": False, "logging_level": logging.ERROR,
+             "runtime_env": {"env_vars": {"RAY_CHDIR_TO_TRIAL_DIR": "0"}}}  # trials keep the driver's paths
+    address = spec.ray.address
+    try:
+        if address:
+            ray.init(address=address, **quiet)
+        else:
+            ray.init(num_cpus=cpu_cores(), num_gpus=len(visible_gpus()), include_dashboard=False, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"ray.address {address or '(local)'}: cannot start or join Ray: {first}") from None
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@contextlib.contextmanager
+def driver_env() -> Iterator[None]:
+    """Settings Tune reads in the driver: no Ray loggers of its own, no result-key strictness, no tables."""
+    wanted = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
+              "RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "1e9"}
+    saved = {k: os.environ.get(k) for k in wanted}
+    os.environ.update(wanted)
+    tune_log = logging.getLogger("ray.tune")
+    level = tune_log.level
+    tune_log.setLevel(logging.CRITICAL)  # a pruned or failed trial is our line, not Ray's traceback
+    try:
+        yield
+    finally:
+        tune_log.setLevel(level)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+# ---------------------------------------------------------------------------- run
+
+
+def run(spec: Spec, quiet: bool = False) -> Summary:
+    """Run the study on Ray Tune until ``budget.trials`` trials have finished (completed or pruned)."""
+    import ray
+    from ray import tune
+
+    study = open_study(spec, heartbeat=False)  # Ray, not this process, keeps trials alive
+    spec.study_dir.mkdir(parents=True, exist_ok=True)
+    progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
+    recorder = Recorder(study, spec, progress)
+    count_trials(progress, study, spec)
+    if progress.counts.done >= spec.budget.trials:
+        progress.print(f"{spec.study}: budget reached ({progress.counts.done}/{spec.budget.trials} trials finished); raise budget.trials to continue")
+        return summary(study, spec, 0, None)
+    scheduler_name = spec.ray.scheduler if len(spec.metrics) == 1 else "fifo"
+    checkpoints = scheduler_name in ("pbt", "hyperband")
+    job = Job(spec.objective, str(spec.base_dir.resolve()), os.getcwd(), str(spec.study_dir.resolve()), spec.metrics, checkpoints)
+    start, stopped_early = time.monotonic(), None
+    with ray_session(spec), driver_env(), progress:
+        resources = trial_resources(spec, ray.cluster_resources().get("GPU", 0))
+        progress.print(
+            f"{spec.study}: {'resuming at' if progress.counts.done else 'starting'} {progress.counts.done}/{spec.budget.trials} trials "
+            f"on Ray ({'cluster ' + spec.ray.address if spec.ray.address else 'local'}; {resources['cpu']:g} CPU, {resources['gpu']:g} GPU per trial), "
+            f"sampler via OptunaSearch, scheduler {scheduler_name}, storage {redact(spec.storage_url)}"
+        )
+
+        def trainable(config: dict[str, Any]) -> dict[str, Any]:
+            return run_ray_trial(config, job)
+
+        # Failed trials do not spend the budget; each round asks Ray for the trials still missing.
+        while (remaining := spec.budget.trials - progress.counts.done) > 0:
+            left = None if spec.budget.timeout is None else spec.budget.timeout - (time.monotonic() - start)
+            if left is not None and left <= 0:
+                break
+            failed_before = progress.counts.failed
+            tuner = tune.Tuner(
+                tune.with_resources(trainable, resources),
+                tune_config=tune.TuneConfig(
+                    search_alg=make_searcher(spec, study._storage, build_sampler(spec, len(study.trials)), recorder),
+                    scheduler=build_scheduler(spec),
+                    num_samples=remaining,
+                    max_concurrent_trials=spec.resources.workers,
+                    time_budget_s=left,
+                    reuse_actors=True,
+                    trial_dirname_creator=lambda t: f"trial-{t.config.get(TRIAL_KEY, t.trial_id)}",
+                ),
+                run_config=tune.RunConfig(
+                    name=f"{spec.study}-{time.strftime('%Y%m%d-%H%M%S')}",
+                    storage_path=str((spec.study_dir / "ray").resolve()),  # Ray wants an absolute path
+                    verbose=0,
+                    callbacks=[make_callback(recorder)],
+                    failure_config=tune.FailureConfig(max_failures=0),
+                    checkpoint_config=tune.CheckpointConfig(num_to_keep=2) if checkpoints else None,
+                ),
+            )
+            try:
+                tuner.fit()
+            finally:
+                recorder.abandon()
+            count_trials(progress, study, spec)
+            limit = spec.budget.max_failures
+            if progress.counts.done < spec.budget.trials and progress.counts.failed > failed_before:
+                from hpsearch.workers import failures_in_a_row
+
+                in_a_row = failures_in_a_row(study.get_trials(deepcopy=False))
+                if limit is not None and in_a_row >= limit:
+                    stopped_early = f"{in_a_row} trials failed in a row (budget.max_failures={limit})"
+                    break
+    return summary(study, spec, len(recorder.ended), stopped_early)
+
+
+def count_trials(progress: Progress, study: optuna.Study, spec: Spec) -> None:
+    trials = study.get_trials(deepcopy=False)
+    c = progress.counts
+    c.done = sum(t.state in FINISHED for t in trials)
+    c.pruned = sum(t.state == TrialState.PRUNED for t in trials)
+    c.failed = sum(t.state == TrialState.FAIL for t in trials)
+    c.best = best_text(study, spec)
+
+
+def summary(study: optuna.Study, spec: Spec, ran: int, stopped_early: str | None) -> Summary:
+    c = Progress(spec.study, spec.budget.trials, quiet=True)
+    count_trials(c, study, spec)
+    return Summary(spec.study, redact(spec.storage_url), c.counts.done, c.counts.pruned, c.counts.failed, ran, c.counts.best, stopped_early)

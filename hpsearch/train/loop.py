@@ -1,0 +1,116 @@
+"""One training epoch and one evaluation pass: AMP, gradient accumulation, no per-step sync.
+
+Losses are summed on the device and read once per epoch (plus one finiteness check every
+`check_every` optimizer steps, so a diverged run stops early without a sync per step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+AMP_MODES = ("auto", "bf16", "fp16", "off")
+
+
+def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
+    """auto: bf16 on GPUs that have it, fp16 on older GPUs, full precision on CPU."""
+    if amp == "auto":
+        if device.type != "cuda":
+            return None
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "off": None}[amp]
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)
+
+
+def grad_scaler(device: torch.device, dtype: torch.dtype | None) -> torch.amp.GradScaler | None:
+    """Loss scaling is needed only for fp16, whose range underflows small gradients."""
+    return torch.amp.GradScaler(device.type) if dtype == torch.float16 else None
+
+
+@dataclass
+class EpochResult:
+    loss_sum: torch.Tensor  # device scalar: sum over samples of the per-sample training loss
+    samples: int
+    steps: int  # optimizer steps taken
+
+    def mean_loss(self) -> float:
+        return self.loss_sum.item() / max(1, self.samples)
+
+
+def train_epoch(
+    model: nn.Module,
+    loader: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None,
+    *,
+    accum_steps: int = 1,
+    dtype: torch.dtype | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+    grad_clip: float = 0.0,
+    label_smoothing: float = 0.0,
+    check_every: int = 50,
+) -> EpochResult:
+    """Each optimizer step averages `accum_steps` mean-reduced micro-batch losses, so it
+    equals one step on a batch accum_steps times larger. The loader must yield whole groups."""
+    model.train()
+    device = next(model.parameters()).device
+    loss_sum, samples, steps = torch.zeros((), device=device), 0, 0
+    for i, (x, y) in enumerate(loader):
+        with autocast(device, dtype):
+            loss = F.cross_entropy(model(x), y, label_smoothing=label_smoothing)
+        scaled = loss / accum_steps
+        (scaler.scale(scaled) if scaler else scaled).backward()
+        loss_sum += loss.detach().float() * len(y)
+        samples += len(y)
+        if (i + 1) % accum_steps:
+            continue
+        _step(model, optimizer, scaler, grad_clip)
+        if scheduler is not None:
+            scheduler.step()
+        steps += 1
+        if check_every and steps % check_every == 0 and not torch.isfinite(loss_sum):
+            break
+    return EpochResult(loss_sum, samples, steps)
+
+
+def _step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, grad_clip: float
+) -> None:
+    if grad_clip > 0:
+        if scaler:
+            scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if scaler:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, loader: Iterable[tuple[torch.Tensor, torch.Tensor]], dtype: torch.dtype | None = None
+) -> tuple[float, float]:
+    """(mean cross-entropy without label smoothing, accuracy as a fraction)."""
+    model.eval()
+    device = next(model.parameters()).device
+    totals = torch.zeros(3, device=device)  # loss sum, correct, samples
+    for x, y in loader:
+        with autocast(device, dtype):
+            logits = model(x)
+        totals[0] += F.cross_entropy(logits.float(), y, reduction="sum")
+        totals[1] += (logits.argmax(1) == y).sum()
+        totals[2] += len(y)
+    loss, correct, n = totals.tolist()
+    return loss / max(1.0, n), correct / max(1.0, n)

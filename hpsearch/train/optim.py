@@ -1,0 +1,82 @@
+"""Optimizer registry and weight-decay parameter groups.
+
+Builders take (param_groups, config, fused) and read their own hyperparameters from the
+flat config, so adding an optimizer is adding one entry to OPTIMIZERS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+OptimizerBuilder = Callable[[list[dict], dict, bool], torch.optim.Optimizer]
+
+
+def param_groups(model: nn.Module, weight_decay: float, wd_norm_bias: bool = False) -> list[dict]:
+    """Decay only ≥2-D weights unless wd_norm_bias: biases and norm scales/shifts are 1-D."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if wd_norm_bias or weight_decay == 0:
+        return [{"params": params, "weight_decay": weight_decay}]
+    return [
+        {"params": [p for p in params if p.ndim > 1], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0},
+    ]
+
+
+def _lr(c: dict) -> float:
+    return float(c.get("lr", 0.1))
+
+
+def _sgd(groups: list[dict], c: dict, fused: bool) -> torch.optim.Optimizer:
+    momentum = float(_get(c, "momentum", 0.9))
+    nesterov = bool(c.get("nesterov", False))
+    return torch.optim.SGD(groups, lr=_lr(c), momentum=momentum, nesterov=nesterov, fused=fused or None)
+
+
+def _adam_like(cls: type[torch.optim.Optimizer]) -> OptimizerBuilder:
+    def build(groups: list[dict], c: dict, fused: bool) -> torch.optim.Optimizer:
+        betas = (float(c.get("beta1", 0.9)), float(c.get("beta2", 0.999)))
+        return cls(groups, lr=_lr(c), betas=betas, eps=float(_get(c, "eps", 1e-8)), fused=fused or None)
+
+    return build
+
+
+def _rmsprop(groups: list[dict], c: dict, fused: bool) -> torch.optim.Optimizer:
+    return torch.optim.RMSprop(
+        groups,
+        lr=_lr(c),
+        alpha=float(c.get("alpha", 0.99)),
+        momentum=float(_get(c, "momentum", 0.0)),
+        eps=float(_get(c, "eps", 1e-8)),
+    )
+
+
+def _adagrad(groups: list[dict], c: dict, fused: bool) -> torch.optim.Optimizer:
+    return torch.optim.Adagrad(
+        groups, lr=_lr(c), lr_decay=float(c.get("lr_decay", 0.0)), eps=float(_get(c, "eps", 1e-10))
+    )
+
+
+OPTIMIZERS: dict[str, OptimizerBuilder] = {
+    "sgd": _sgd,
+    "adam": _adam_like(torch.optim.Adam),
+    "adamw": _adam_like(torch.optim.AdamW),
+    "rmsprop": _rmsprop,
+    "adagrad": _adagrad,
+}
+
+
+def _get(c: dict, key: str, default: float | bool) -> float | bool:
+    """Shared keys (momentum, eps) whose default differs per optimizer; None means default."""
+    value = c.get(key)
+    return default if value is None else value
+
+
+def build_optimizer(model: nn.Module, config: dict, device: torch.device) -> torch.optim.Optimizer:
+    """Fused kernels on CUDA for the optimizers that have them (one launch per step)."""
+    groups = param_groups(model, float(config.get("weight_decay", 0.0)), bool(config.get("wd_norm_bias", False)))
+    name = config.get("optimizer", "sgd")
+    fused = device.type == "cuda" and name in ("sgd", "adam", "adamw")
+    return OPTIMIZERS[name](groups, config, fused)

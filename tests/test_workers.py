@@ -1,0 +1,134 @@
+"""Trial slots: device binding, budget exactness with several processes, replacing a killed slot."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from itertools import combinations
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from hpsearch.cli import main
+from hpsearch.errors import UserError
+from hpsearch.spec import Resources
+from hpsearch.workers import plan_slots
+
+from tests.conftest import ROOT, cli
+
+RECORD = ROOT / "tests" / "fixtures" / "record.py"
+GPUS4 = ["0", "1", "2", "3"]
+
+
+def write_spec(tmp_path: Path, trials: int, resources: str, extra: str = "") -> Path:
+    out, record = tmp_path / "runs", tmp_path / "rec.jsonl"
+    spec = tmp_path / "slots.yaml"
+    spec.write_text(f"""
+study: slots
+objective: {RECORD}:objective
+output: {out}
+budget: {{trials: {trials}, max_failures: 3}}
+pruner: none
+resources: {resources}
+fixed: {{epochs: 2, sleep: 0.4, record: {record}{extra}}}
+space:
+  lr: {{float: [1.0e-4, 1.0], log: true}}
+""")
+    return spec
+
+
+def load_trials(out: Path) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name="slots", storage=f"sqlite:///{out}/slots/study.db").get_trials()
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# ---------------------------------------------------------------------------- planning (no processes)
+
+
+def test_each_slot_gets_its_own_gpu_and_a_share_of_the_cores():
+    slots = plan_slots(Resources(), GPUS4, cores=16)
+    assert [s.devices for s in slots] == [("0",), ("1",), ("2",), ("3",)]
+    assert {s.threads for s in slots} == {4}
+    assert slots[2].env()["CUDA_VISIBLE_DEVICES"] == "2" and slots[2].env()["OMP_NUM_THREADS"] == "4"
+
+
+def test_trials_per_gpu_2_puts_exactly_two_slots_on_each_device():
+    slots = plan_slots(Resources(trials_per_gpu=2), ["0", "1"], cores=8)
+    assert Counter(s.devices for s in slots) == {("0",): 2, ("1",): 2}
+    assert Counter(s.devices for s in plan_slots(Resources(gpus_per_trial=0.5), ["0", "1"], cores=8)) == {("0",): 2, ("1",): 2}
+
+
+def test_gpus_picks_devices_and_gpus_per_trial_groups_them():
+    assert [s.devices for s in plan_slots(Resources(gpus=[0, 2, 3]), GPUS4, cores=6)] == [("0",), ("2",), ("3",)]
+    assert [s.devices for s in plan_slots(Resources(gpus_per_trial=2), GPUS4, cores=4)] == [("0", "1"), ("2", "3")]
+    # fewer workers than GPUs: spread over devices before sharing one
+    assert [s.devices for s in plan_slots(Resources(workers=2, trials_per_gpu=2), GPUS4, cores=4)] == [("0",), ("1",)]
+
+
+def test_cpu_slots_split_the_cores_and_hide_gpus_only_when_there_are_some():
+    assert [(s.devices, s.threads) for s in plan_slots(Resources(workers=3), [], cores=7)] == [(None, 2)] * 3
+    assert plan_slots(Resources(), [], cores=2) == plan_slots(Resources(workers=1), [], cores=2)  # default: one slot
+    assert [s.devices for s in plan_slots(Resources(workers=2, gpus_per_trial=0), GPUS4, cores=4)] == [(), ()]
+
+
+def test_impossible_plans_are_user_errors_naming_the_numbers():
+    with pytest.raises(UserError, match=r"resources.workers=8 needs 8 GPU shares.*give 4"):
+        plan_slots(Resources(workers=8), GPUS4, cores=4)
+    with pytest.raises(UserError, match=r"no GPU 5 on this machine \(4 visible"):
+        plan_slots(Resources(gpus=[5]), GPUS4, cores=4)
+
+
+def test_run_with_too_many_workers_exits_2_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HPSEARCH_FAKE_GPUS", "2")
+    spec = write_spec(tmp_path, 4, "{}")
+    assert main(["run", str(spec), "--workers", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "resources.workers=3 needs 3 GPU shares" in err[0]
+
+
+# ---------------------------------------------------------------------------- real slot processes
+
+
+def test_four_fake_gpus_four_slots_never_share_a_device_and_stop_exactly_at_budget(tmp_path):
+    out, record = tmp_path / "runs", tmp_path / "rec.jsonl"
+    spec = write_spec(tmp_path, 10, "{}")
+    result = cli("run", str(spec), "--workers", "4", env={"HPSEARCH_FAKE_GPUS": "4"})
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "[slot 3] trial" in result.stdout  # per-epoch lines of the slots reach the parent's output
+
+    trials = load_trials(out)
+    assert len(trials) == 10 and all(t.state == TrialState.COMPLETE for t in trials)  # no overshoot, no junk trials
+    assert sorted(t.number for t in trials) == list(range(10))
+    runs = records(record)
+    assert len(runs) == 10
+    assert {r["devices"] for r in runs} == set(GPUS4)
+    assert all(r["threads"] == "1" for r in runs)  # 2 cores here: max(1, 2 // 4)
+    device_of = {}
+    for r in runs:  # a slot process keeps its device across the trials it runs (it is reused)
+        assert device_of.setdefault(r["pid"], r["devices"]) == r["devices"]
+    assert len(device_of) == 4
+    overlapping = [(a, b) for a, b in combinations(runs, 2) if a["start"] < b["end"] and b["start"] < a["end"]]
+    assert overlapping, "the slots never ran at the same time"
+    assert all(a["devices"] != b["devices"] for a, b in overlapping)
+
+
+def test_a_slot_killed_mid_trial_is_replaced_and_the_budget_is_still_met(tmp_path):
+    out, record = tmp_path / "runs", tmp_path / "rec.jsonl"
+    spec = write_spec(tmp_path, 8, "{trials_per_gpu: 2}", f", die_once: {tmp_path / 'died'}")
+    result = cli("run", str(spec), env={"HPSEARCH_FAKE_GPUS": "1"})
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "killed by SIGKILL" in result.stdout and "replaced by pid" in result.stdout
+
+    trials = load_trials(out)
+    finished = [t for t in trials if t.state == TrialState.COMPLETE]
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(finished) == 8 and len(failed) == 1 and len(trials) == 9
+    assert failed[0].user_attrs["reason"] == "failed: slot process killed by SIGKILL (out of memory?)"
+    assert {r["devices"] for r in records(record)} == {"0"}  # two slots share the one device
+    workers = Counter(t.user_attrs["worker"] for t in trials)
+    assert len(workers) == 3  # two slots, then the replacement of the killed one

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from objectives.image_classification import validate
+
+
+def test_default_config_is_valid() -> None:
+    assert validate({}) == []
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"dataset": "cifar01"}, ["unknown dataset 'cifar01' (did you mean 'cifar10'?)", "imagefolder"]),
+        ({"model": "resnet2O"}, ["unknown model 'resnet2O' (did you mean 'resnet20'?)", "torchvision"]),
+        ({"optimizer": "adamww"}, ["unknown optimizer 'adamww' (did you mean 'adamw'?)", "rmsprop"]),
+        ({"schedule": "cosin"}, ["unknown schedule 'cosin' (did you mean 'cosine'?)", "onecycle"]),
+        ({"amp": "bf61"}, ["unknown amp value 'bf61'", "auto, bf16, fp16, off"]),
+        ({"learning_rate": 0.1}, ["unknown config key 'learning_rate'"]),
+        ({"momentom": 0.9}, ["unknown config key 'momentom' (did you mean 'momentum'?)"]),
+    ],
+)
+def test_unknown_names_list_known_ones_with_a_suggestion(config: dict, expected: list[str]) -> None:
+    [message] = validate(config)
+    assert all(part in message for part in expected), message
+
+
+def test_bad_numbers_are_all_reported_at_once() -> None:
+    problems = validate({"batch_size": 0, "accum_steps": 0, "epochs": 0, "lr": 0.0, "val_fraction": 1.0,
+                         "label_smoothing": -0.1, "synthetic_shape": [3, 32], "download": "yes"})
+    expected = [
+        "batch_size must be an integer >= 1, got 0",
+        "accum_steps must be an integer >= 1, got 0",
+        "epochs must be an integer >= 1, got 0",
+        "lr must be a number > 0, got 0.0",
+        "val_fraction must be a number > 0 and < 1, got 1.0",
+        "label_smoothing must be a number >= 0 and < 1, got -0.1",
+        "synthetic_shape must be [channels, height, width]",
+        "download must be true or false, got 'yes'",
+    ]
+    assert all(any(e in p for p in problems) for e in expected), problems
+    assert validate({"batch_size": 32.5})[0] == "batch_size must be an integer, got 32.5"
+
+
+def test_warmup_epochs_and_fraction_together_is_an_error() -> None:
+    [message] = validate({"warmup_epochs": 1, "warmup_fraction": 0.1})
+    assert "warmup_epochs or warmup_fraction, not both" in message
+
+
+def test_missing_cifar10_says_where_it_looked_and_how_to_get_it(tmp_path: Path) -> None:
+    start = time.perf_counter()
+    [message] = validate({"dataset": "cifar10", "data_root": str(tmp_path)})
+    assert time.perf_counter() - start < 1.0  # path checks only, no loading
+    assert f"cifar10: no data under {tmp_path / 'cifar-10-batches-py'}" in message
+    assert "set fixed.download: true to download it, or place the extracted archive there" in message
+    assert validate({"dataset": "cifar10", "data_root": str(tmp_path), "download": True}) == []
+
+
+def test_missing_relative_data_root_names_the_absolute_path(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    [message] = validate({"dataset": "cifar100"})
+    assert f"no data under data/cifar-100-python (absolute: {tmp_path / 'data' / 'cifar-100-python'})" in message
+
+
+@pytest.mark.parametrize(("dataset", "where"), [("mnist", "MNIST/raw"), ("fashion_mnist", "FashionMNIST/raw"),
+                                                ("imagefolder", "train")])
+def test_missing_files_for_other_datasets(tmp_path: Path, dataset: str, where: str) -> None:
+    [message] = validate({"dataset": dataset, "data_root": str(tmp_path)})
+    assert str(tmp_path / where) in message
+    assert ("train-images-idx3-ubyte" in message) if "MNIST" in where else ("<class>" in message)
