@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -316,10 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     studies = args.command in ("run", "worker")
-    if studies:
-        _terminate_as_interrupt()
+    terminated: list[int] = []
     try:
-        return func(args)
+        with _terminate_as_interrupt(terminated) if studies else contextlib.nullcontext():
+            return func(args)
     except UserError as exc:
         for line in exc.lines:
             print(f"error: {line}", file=sys.stderr)
@@ -328,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         again = shlex.join(["hpsearch", *(sys.argv[1:] if argv is None else argv)])
         done = 'running trials were marked failed (reason "interrupted"); ' if studies else ""
         print(f"\ninterrupted; {done}to resume, run the same command again: {again}", file=sys.stderr)
-        return 143 if _TERMINATED else 130
+        return 143 if terminated else 130
     except Exception as exc:
         line = _storage_error(exc)
         if line is None:
@@ -337,20 +338,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-_TERMINATED: list[int] = []
-
-
-def _terminate_as_interrupt() -> None:
+@contextlib.contextmanager
+def _terminate_as_interrupt(terminated: list[int]) -> Iterator[None]:
     """SIGTERM (kill, a job scheduler) ends trials like Ctrl-C does: marked failed, never left RUNNING."""
     import signal
     import threading
 
     def handler(signum: int, frame: Any) -> None:
-        _TERMINATED.append(signum)
+        terminated.append(signum)
         raise KeyboardInterrupt
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _storage_error(exc: Exception) -> str | None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from urllib.parse import urlsplit, urlunsplit
 
 from hpsearch.errors import UserError
+from hpsearch.storage import redact as redact_url  # one redaction rule for every printed URL
 
 
 def dashboard_url(host: str = "127.0.0.1", port: int = 8080) -> str:
@@ -17,19 +17,6 @@ def dashboard_url(host: str = "127.0.0.1", port: int = 8080) -> str:
     if ":" in host and not host.startswith("["):  # bare IPv6 address
         host = f"[{host}]"
     return f"http://{host}:{port}/dashboard/"
-
-
-def redact_url(url: str) -> str:
-    """`url` with any password replaced by "***".
-
-    postgresql://u:secret@h/db -> postgresql://u:***@h/db
-    """
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    userinfo, _, hostinfo = parts.netloc.rpartition("@")  # rpartition: '@' may be in the password
-    user = userinfo.partition(":")[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
 
 
 def start_dashboard(storage_url: str, host: str = "127.0.0.1", port: int = 8080) -> None:

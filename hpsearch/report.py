@@ -9,6 +9,7 @@ not apply (too few trials or parameters) are listed in the index with the reason
 from __future__ import annotations
 
 import html
+import math
 import re
 import warnings
 from dataclasses import dataclass
@@ -299,6 +300,7 @@ def _draw_png(plot: _Plot, ctx: _Context, kwargs: dict[str, Any], path: Path) ->
     # rc_context: optuna's matplotlib plots switch the global style to ggplot.
     with warnings.catch_warnings(), matplotlib.rc_context():
         warnings.simplefilter("ignore", ExperimentalWarning)
+        warnings.simplefilter("ignore", UserWarning)  # e.g. singular axis limits with 1 trial
         axes = np.ravel(getattr(vis_mpl, plot.fn)(ctx.study, **kwargs))  # Axes or array of them
         try:
             if plot.restyle_matplotlib:
@@ -383,8 +385,13 @@ def _top_trials(ctx: _Context) -> list[FrozenTrial]:
     pareto = {t.number for t in ctx.study.best_trials} if ctx.multi and ctx.completed else set()
     completed = sorted(ctx.completed, key=lambda t: (t.number not in pareto, sign * t.values[0]))
     pruned = [t for t in ctx.pruned if t.intermediate_values]
-    pruned.sort(key=lambda t: sign * t.intermediate_values[max(t.intermediate_values)])
+    pruned.sort(key=lambda t: _last_value_key(t, sign))
     return (completed + pruned)[:TOP_TRIALS]
+
+
+def _last_value_key(t: FrozenTrial, sign: int) -> tuple[bool, float]:
+    last = t.intermediate_values[max(t.intermediate_values)]
+    return (not math.isfinite(last), sign * last if math.isfinite(last) else 0.0)  # NaN last
 
 
 def _top_trials_table(ctx: _Context) -> str:

@@ -168,13 +168,19 @@ def best_text(study: optuna.Study, spec: Spec) -> str:
 # ---------------------------------------------------------------------------- trials table
 
 
-def trial_rows(study: optuna.Study, spec: Spec, sort: str = "number") -> tuple[list[str], list[list[Any]]]:
-    """Header and rows: number, state, reason, metric value(s), parameters, epochs, wall s, samples/s."""
-    names = metric_names(study, spec)
+def ordered_trials(study: optuna.Study, sort: str = "number") -> list[FrozenTrial]:
+    """By trial number, or (sort="value") completed trials best first, then the rest by number."""
     trials = study.get_trials(deepcopy=False)
     if sort == "value":
         order = {t.number: i for i, t in enumerate(ranked(study))}
         trials = sorted(trials, key=lambda t: (order.get(t.number, len(order)), t.number))
+    return trials
+
+
+def trial_rows(study: optuna.Study, spec: Spec, sort: str = "number") -> tuple[list[str], list[list[Any]]]:
+    """Header and rows: number, state, reason, metric value(s), parameters, epochs, wall s, samples/s."""
+    names = metric_names(study, spec)
+    trials = ordered_trials(study, sort)
     params: list[str] = []
     for t in trials:
         params += [short_name(k) for k in t.params if short_name(k) not in params]
@@ -190,9 +196,7 @@ def trial_rows(study: optuna.Study, spec: Spec, sort: str = "number") -> tuple[l
 
 def trials_json(study: optuna.Study, spec: Spec, sort: str = "number") -> list[dict[str, Any]]:
     names = metric_names(study, spec)
-    numbers = [row[0] for row in trial_rows(study, spec, sort)[1]]
-    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-    return [trial_record(trials[n], names) for n in numbers]
+    return [trial_record(t, names) for t in ordered_trials(study, sort)]
 
 
 def trials_csv(header: list[str], rows: list[list[Any]]) -> str:
@@ -309,20 +313,20 @@ def git_commit(where: Path) -> str | None:
 def provenance(study_name: str, trial: FrozenTrial, names: list[str], storage_url: str, spec_path: str = "") -> dict[str, Any]:
     """Where an exported config came from; the storage URL never carries a password."""
     where = Path(spec_path).parent if spec_path else Path.cwd()
-    last = max(trial.intermediate_values.items()) if trial.intermediate_values else None
+    rec = trial_record(trial, names)
     return {
         "study": study_name,
         "trial": trial.number,
         "state": trial.state.name.lower(),
-        "reason": trial.user_attrs.get("reason"),
-        "values": dict(zip(names, trial.values)) if trial.values is not None else None,
-        "epochs": trial.user_attrs.get("epochs"),
+        "reason": rec["reason"],
+        "values": rec["values"],
+        "epochs": rec["epochs"],
         "storage": redact(storage_url),
         "spec": spec_path or None,
         "versions": versions(),
         "git_commit": git_commit(where.resolve() if where.exists() else Path.cwd()),
         "exported": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    } | ({"last_reported": {"epoch": last[0], names[0]: last[1]}} if trial.values is None and last else {})
+    } | ({"last_reported": rec["last_reported"]} if rec["values"] is None and rec["last_reported"] else {})
 
 
 def export_doc(study: optuna.Study, spec: Spec, number: int | None = None, config_overrides: list[str] | None = None,

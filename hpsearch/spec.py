@@ -179,17 +179,43 @@ def read_yaml(where: str) -> dict[str, Any]:
         raise SpecError(f"{where}: no such file")
     text = file.read_text(encoding="utf-8", errors="replace")
     try:
-        raw = yaml.safe_load(text)
+        raw = yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: no !!python/... tags
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if problem.startswith("could not determine a constructor for the tag"):
+            tag = problem.rsplit(" ", 1)[-1].replace("tag:yaml.org,2002:", "!!")
+            raise SpecError(f"{where}: {at}the YAML tag {tag} is not allowed: a spec holds plain data (safe loading)") from None
         raise SpecError(f"{where}: {at}invalid YAML: {problem}") from None
     if raw is None:
         raise SpecError(f"{where}: the file is empty; a spec needs at least study: and space: (see spaces/quickstart.yaml)")
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: the top level must be a mapping of keys (study:, space:, ...), got {type(raw).__name__}")
     return raw
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
+
+
+def _unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # "<<: *base" may be overridden by the keys after it
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:
+            continue  # an unhashable key: construct_mapping reports it
+        if duplicate:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+    return loader.construct_mapping(node, deep=deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...], where: str) -> dict[str, Any]:

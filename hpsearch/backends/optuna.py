@@ -107,6 +107,7 @@ def open_study(spec: Spec, create: bool = True, heartbeat: bool = True) -> optun
         raise UserError(f"{spec.path}: direction: the stored study {spec.study!r} has directions {got}, the spec says {spec.directions}")
     if spec.study not in existing:
         study.set_user_attr("metric_names", spec.metrics)
+        study.set_metric_names(spec.metrics)  # optuna-dashboard labels objectives with these
         study.set_user_attr("objective", spec.objective)
         for config in spec.warm_start:
             study.enqueue_trial(spec.tree.params_from_config({**spec.fixed, **config}), user_attrs={"warm_start": True})
@@ -270,8 +271,10 @@ class Tracker:
 
     def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         self.counts.running = 0
+        states = [t.state for t in study.get_trials(deepcopy=False)]  # from storage: other processes may share the study
+        self.counts.done = sum(state in FINISHED for state in states)
+        elsewhere = states.count(TrialState.RUNNING)  # this process's trial has ended: these run in other processes
         if trial.state in FINISHED:
-            self.counts.done = count(study, *FINISHED)  # from storage: other processes may share the study
             self.failures_in_a_row = 0
         if trial.state == TrialState.PRUNED:
             self.counts.pruned += 1
@@ -282,7 +285,7 @@ class Tracker:
         value = trial_value_text(trial, self.spec)
         self.progress.trial(trial.number, trial.user_attrs.get("reason", trial.state.name.lower()), value, trial.params)
         limit = self.spec.budget.max_failures
-        if self.counts.done >= self.spec.budget.trials:
+        if self.counts.done + elsewhere >= self.spec.budget.trials:
             study.stop()
         elif limit is not None and self.failures_in_a_row >= limit:
             self.stopped_early = f"{self.failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {trial.user_attrs.get('reason')}"

@@ -385,9 +385,11 @@ def ray_session(spec: Spec) -> Iterator[None]:
     address = spec.ray.address
     try:
         if address:
+            use_cluster_token()
             ray.init(address=address, **quiet)
         else:
-            ray.init(num_cpus=cpu_cores(), num_gpus=len(visible_gpus()), include_dashboard=False, **quiet)
+            # "local": a new instance even when another cluster runs here (ray.init() would join that one)
+            ray.init(address="local", num_cpus=cpu_cores(), num_gpus=len(visible_gpus()), include_dashboard=False, **quiet)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"ray.address {address or '(local)'}: cannot start or join Ray: {first}") from None
@@ -395,6 +397,22 @@ def ray_session(spec: Spec) -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+def use_cluster_token() -> None:
+    """Ray 2.5x+: ``ray start`` turns on token auth when ~/.ray/auth_token exists, but a joining
+    driver does not, and is refused. Do what ``ray start`` does (RAY_AUTH_MODE still wins)."""
+    try:
+        from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+    except ImportError:  # a Ray without token auth
+        return
+    log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        log.setLevel(level)
 
 
 @contextlib.contextmanager

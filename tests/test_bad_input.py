@@ -1,0 +1,199 @@
+"""Bad input through the CLI: each problem is one line on stderr, exit 2, no traceback, nothing written.
+
+The malformed specs live in tests/bad_specs/, one file per case; the first line of each is a
+comment ``# what is wrong -> expect: message fragment``. Bad flags and storage URLs are in
+the table below, applied to a spec that is otherwise fine. Most cases run in this process
+through ``hpsearch.cli.main`` (fast); a few run ``python -m hpsearch.cli`` like a user does.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hpsearch.cli import main
+from tests.conftest import ROOT, cli
+
+BAD_SPECS = sorted((ROOT / "tests" / "bad_specs").glob("*.yaml"))
+GOOD_SPEC = """\
+# a spec that is fine, for the bad-flag cases
+study: good
+objective: ../fixtures/toy.py:objective
+budget: {trials: 2}
+fixed: {epochs: 1}
+space:
+  lr: {float: [1.0e-4, 1.0], log: true}
+"""
+
+
+def expected(path: Path) -> str:
+    first = path.read_text().splitlines()[0]
+    match = re.fullmatch(r"# .+ -> expect: (.+)", first)
+    assert match, f"{path.name}: the first line must be '# what is wrong -> expect: fragment'"
+    return match.group(1)
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """An empty working folder; the specs sit in tmp/bad_specs/ next to tmp/fixtures/ (their ../fixtures)."""
+    shutil.copytree(ROOT / "tests" / "bad_specs", tmp_path / "bad_specs")
+    shutil.copytree(ROOT / "tests" / "fixtures", tmp_path / "fixtures", ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "empty_data").mkdir()
+    (tmp_path / "bad_specs" / "good.yaml").write_text(GOOD_SPEC)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run_main(argv: list[str], capsys) -> tuple[int, str, str]:
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def written(workdir: Path) -> list[str]:
+    """Anything a failed command must not have created: an output folder, a database, a pwned marker."""
+    made = [p for p in workdir.rglob("*") if p.suffix == ".db" or p.name in ("runs", "pwned.txt", "s", "good")]
+    return [str(p.relative_to(workdir)) for p in made]
+
+
+def assert_one_line(code: int, err: str, fragment: str, workdir: Path) -> str:
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert len(lines) == 1, err
+    assert fragment in lines[0], f"{fragment!r} not in {lines[0]!r}"
+    assert not written(workdir)
+    return lines[0]
+
+
+def test_the_corpus_has_at_least_40_cases():
+    assert len(BAD_SPECS) + len(FLAG_CASES) >= 40
+    assert len(BAD_SPECS) >= 40
+
+
+@pytest.mark.parametrize("path", BAD_SPECS, ids=[p.stem for p in BAD_SPECS])
+def test_bad_spec(path: Path, workdir, capsys):
+    code, out, err = run_main(["run", f"bad_specs/{path.name}"], capsys)
+    line = assert_one_line(code, err, expected(path), workdir)
+    assert line.startswith(f"error: bad_specs/{path.name}: "), line  # names the file
+
+
+# (flags after the spec, fragment of the one error line)
+FLAG_CASES = {
+    "trials_negative": (["--trials", "-1"], "argument --trials: must be a positive integer, got '-1'"),
+    "trials_zero": (["--trials", "0"], "argument --trials: must be a positive integer, got '0'"),
+    "trials_word": (["--trials", "ten"], "argument --trials: must be a positive integer, got 'ten'"),
+    "timeout_word": (["--timeout", "abc"], "argument --timeout: must be a positive number, got 'abc'"),
+    "timeout_negative": (["--timeout", "-5"], "argument --timeout: must be a positive number"),
+    "max_failures_zero": (["--max-failures", "0"], "argument --max-failures: must be a positive integer"),
+    "workers_zero": (["--workers", "0"], "argument --workers: must be a positive integer"),
+    "set_without_equals": (["--set", "budget.trials"], "expected key.path=value, got 'budget.trials'"),
+    "set_without_key": (["--set", "=5"], "expected key.path=value, got '=5'"),
+    "set_wrong_type": (["--set", "budget.trials=lots"], "budget.trials"),
+    "set_inverted_range": (["--set", "space.lr.float=[1, 0.1]"], "low must be < high"),
+    "set_into_a_scalar": (["--set", "study.name=x"], "--set study.name: study is not a mapping"),
+    "unknown_flag": (["--trails", "3"], "unrecognized arguments: --trails 3"),
+    "backend_unknown": (["--backend", "rayy"], "argument --backend: invalid choice: 'rayy'"),
+    "study_name_bad": (["--study", "a b"], "study: must be letters, digits"),
+    "storage_unreachable": (["--storage", "postgresql://u:secret@127.0.0.1:1/db"],
+                            "storage: cannot open postgresql://u:***@127.0.0.1:1/db: "),
+    "storage_unknown_scheme": (["--storage", "nosuchdb://x/y"], "storage: cannot open nosuchdb://x/y"),
+    "storage_not_a_url": (["--storage", "study.db"], "storage: cannot open study.db"),
+    "storage_unwritable": (["--storage", "sqlite:////proc/no/study.db"], "storage: cannot open /proc/no/study.db"),
+}
+
+
+@pytest.mark.parametrize("flags,fragment", FLAG_CASES.values(), ids=FLAG_CASES.keys())
+def test_bad_flag(flags: list[str], fragment: str, workdir, capsys):
+    code, out, err = run_main(["run", "bad_specs/good.yaml", *flags], capsys)
+    line = assert_one_line(code, err, fragment, workdir)
+    assert "secret" not in out + err, line
+
+
+def test_spec_that_does_not_exist_or_is_a_folder(workdir, capsys):
+    assert_one_line(*run_main(["run", "nope.yaml"], capsys)[::2], "nope.yaml: no such file", workdir)
+    assert_one_line(*run_main(["validate", "bad_specs"], capsys)[::2], "bad_specs: no such file", workdir)
+
+
+def test_a_zero_byte_file(workdir, capsys):
+    (workdir / "zero.yaml").write_text("")
+    assert_one_line(*run_main(["run", "zero.yaml"], capsys)[::2], "zero.yaml: the file is empty", workdir)
+
+
+def test_a_bad_heartbeat_setting(workdir, capsys, monkeypatch):
+    monkeypatch.setenv("HPSEARCH_HEARTBEAT_S", "often")
+    code, out, err = run_main(["run", "bad_specs/good.yaml"], capsys)
+    assert_one_line(code, err, "HPSEARCH_HEARTBEAT_S='often': expected a whole number of seconds > 0", workdir)
+
+
+def test_several_problems_are_all_reported_one_line_each(workdir, capsys):
+    (workdir / "bad_specs" / "several.yaml").write_text(
+        "study: s\n"
+        "objective: ../fixtures/toy.py:objective\n"
+        "budgett: {trials: 3}\n"
+        "sampler: tpee\n"
+        "pruner: {name: median, warmup_epochs: -1}\n"
+        "space:\n"
+        "  lr: {float: [1.0, 0.1]}\n"
+        "  m: {int: [0, 4], log: true}\n"
+    )
+    code, out, err = run_main(["run", "bad_specs/several.yaml"], capsys)
+    lines = err.strip().splitlines()
+    assert code == 2 and "Traceback" not in err
+    assert len(lines) == 5, err
+    assert all(line.startswith("error: bad_specs/several.yaml: ") for line in lines)
+    for fragment in ("budgett: unknown key; did you mean 'budget'?", "sampler.name", "pruner.warmup_epochs",
+                     "space.lr.float: low must be < high", "space.m.int: a log scale needs low > 0"):
+        assert sum(fragment in line for line in lines) == 1, (fragment, lines)
+    assert not written(workdir)
+
+
+def test_the_python_tag_never_runs(workdir):
+    """As a user runs it: the tag's command would create pwned.txt."""
+    result = cli("run", "bad_specs/python_object_tag.yaml", cwd=workdir)
+    assert_one_line(result.returncode, result.stderr, "is not allowed: a spec holds plain data", workdir)
+
+
+@pytest.mark.parametrize("case", ["yaml_unclosed_bracket", "builtin_dataset_files_missing"])
+def test_bad_spec_from_a_real_process(case: str, workdir):
+    path = ROOT / "tests" / "bad_specs" / f"{case}.yaml"
+    result = cli("run", f"bad_specs/{case}.yaml", cwd=workdir)
+    assert_one_line(result.returncode, result.stderr, expected(path), workdir)
+    assert result.stdout == ""
+
+
+def test_missing_dataset_says_where_it_looked_and_how_to_get_it(workdir, capsys):
+    code, out, err = run_main(["validate", "bad_specs/builtin_dataset_files_missing.yaml"], capsys)
+    line = assert_one_line(code, err, "no data under", workdir)
+    assert str(workdir / "empty_data" / "cifar-10-batches-py") in line  # the absolute path it looked in
+    assert "download: true" in line  # how to get it
+
+
+@pytest.mark.parametrize("flags,fragment", [
+    (["--trials", "-1"], "must be a positive integer, got '-1'"),
+    (["--set", "budget.trials"], "expected key.path=value"),
+    (["--timeout", "abc"], "must be a positive number, got 'abc'"),
+    (["--storage", "postgresql://u:secret@127.0.0.1:1/db"], "postgresql://u:***@127.0.0.1:1/db"),
+], ids=["trials", "set", "timeout", "storage"])
+def test_bad_flag_from_a_real_process(flags: list[str], fragment: str, workdir):
+    result = cli("run", "bad_specs/good.yaml", *flags, cwd=workdir)
+    assert_one_line(result.returncode, result.stderr, fragment, workdir)
+    assert "secret" not in result.stdout + result.stderr
+
+
+def test_the_dashboard_binds_to_this_machine_unless_told(workdir, monkeypatch, capsys):
+    import optuna_dashboard
+
+    served = []
+    monkeypatch.setattr(optuna_dashboard, "run_server", lambda url, host, port: served.append(host))
+    (workdir / "runs" / "good").mkdir(parents=True)
+    (workdir / "runs" / "good" / "study.db").touch()
+    assert main(["dashboard", "bad_specs/good.yaml"]) == 0
+    assert main(["dashboard", "bad_specs/good.yaml", "--host", "0.0.0.0"]) == 0
+    assert served == ["127.0.0.1", "0.0.0.0"]

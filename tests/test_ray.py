@@ -1,0 +1,120 @@
+"""The Ray Tune backend on a real Ray cluster started here (2 CPUs, 4 logical GPUs), shared by the tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from itertools import combinations
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from hpsearch.spec import load_spec
+from tests.conftest import ROOT, cli
+
+RECORD = ROOT / "tests" / "fixtures" / "record.py"
+RAY = Path(sys.executable).parent / "ray"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    """One head node for the module: Ray takes many seconds to start on 2 cores."""
+    port = free_port()
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    subprocess.run([str(RAY), "start", "--head", f"--port={port}", "--num-cpus=2", "--num-gpus=4",
+                    "--include-dashboard=false", "--disable-usage-stats"], check=True, capture_output=True, env=env, timeout=180)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+
+
+def study_trials(spec_path: Path) -> list[optuna.trial.FrozenTrial]:
+    spec = load_spec(spec_path, check_objective=False)
+    return optuna.load_study(study_name=spec.study, storage=spec.storage_url).get_trials()
+
+
+def test_concurrent_ray_trials_get_distinct_gpus(ray_address, tmp_path):
+    record = tmp_path / "rec.jsonl"
+    spec = tmp_path / "gpus.yaml"
+    spec.write_text(f"""
+study: gpus
+objective: {RECORD}:objective
+output: {tmp_path / 'runs'}
+backend: ray
+budget: {{trials: 8}}
+ray: {{scheduler: fifo}}
+resources: {{gpus_per_trial: 1, cpus_per_trial: 0.5}}
+fixed: {{epochs: 2, sleep: 0.5, record: {record}}}
+space:
+  lr: {{float: [1.0e-4, 1.0], log: true}}
+""")
+    result = cli("run", str(spec), "--address", ray_address)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "1 GPU per trial" in result.stdout
+
+    runs = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len(runs) == 8
+    assert {r["devices"] for r in runs} <= {"0", "1", "2", "3"}  # one logical GPU each
+    overlapping = [(a, b) for a, b in combinations(runs, 2) if a["start"] < b["end"] and b["start"] < a["end"]]
+    assert overlapping, "Ray never ran two trials at once"
+    assert all(a["devices"] != b["devices"] for a, b in overlapping)
+    assert sorted(t.state for t in study_trials(spec)) == [TrialState.COMPLETE] * 8
+
+
+def test_a_real_ray_study_prunes_with_asha_and_lands_in_the_optuna_storage(ray_address, tmp_path):
+    out = tmp_path / "runs"
+    spec = tmp_path / "rayq.yaml"
+    spec.write_text(f"""
+study: rayq
+output: {out}
+backend: ray
+budget: {{trials: 6}}
+sampler: {{name: tpe, seed: 1}}
+pruner: {{warmup_epochs: 1, reduction_factor: 2}}   # ASHA: first rung after epoch 1, keep the better half
+ray: {{address: "{ray_address}"}}
+resources: {{gpus_per_trial: 0}}
+fixed: {{dataset: digits, model: mlp, epochs: 3, batch_size: 64, threads: 1, seed: 0}}
+space:
+  optimizer:
+    choice:
+      sgd: {{lr: {{float: [1.0e-4, 0.5], log: true}}}}
+      adamw: {{lr: {{float: [1.0e-5, 1.0e-2], log: true}}}}
+""")
+    result = cli("run", str(spec))
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "scheduler asha" in result.stdout and "epoch 1/3" in result.stdout
+
+    trials = study_trials(spec)
+    states = [t.state for t in trials]
+    assert states.count(TrialState.COMPLETE) + states.count(TrialState.PRUNED) == 6 and len(trials) == 6
+    assert TrialState.PRUNED in states and TrialState.COMPLETE in states
+    for t in trials:
+        assert t.params["optimizer"] in ("sgd", "adamw") and f"optimizer.{t.params['optimizer']}.lr" in t.params
+        assert t.user_attrs["config"]["dataset"] == "digits" and t.user_attrs["config"]["lr"] > 0
+        assert len(t.user_attrs["history"]) == len(t.intermediate_values) >= 1
+        assert (out / "rayq" / f"trial-{t.number}").is_dir()  # TensorBoard, same layout as the Optuna backend
+        if t.state == TrialState.PRUNED:
+            assert t.user_attrs["reason"] in ("pruned at epoch 1", "pruned at epoch 2")
+        else:
+            assert t.user_attrs["reason"] == "completed" and t.user_attrs["epochs"] == 3
+
+    exported = tmp_path / "best.yaml"
+    result = cli("export", str(spec), "-o", str(exported))
+    assert result.returncode == 0, result.stderr
+    best = max((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: t.value)
+    doc = yaml.safe_load(exported.read_text())
+    assert json.dumps(doc).count(str(best.user_attrs["config"]["lr"])) >= 1
