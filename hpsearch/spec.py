@@ -245,20 +245,35 @@ def validate_schema(raw: dict[str, Any], errors: list[str]) -> Spec | None:
     try:
         return Spec.model_validate(raw)
     except ValidationError as exc:
+        seen: set[tuple[str, ...]] = set()
         for err in exc.errors():
-            errors.append(format_error(err))
+            key = tuple(str(p) for p in err["loc"] if not _union_tag(p))
+            if key not in seen:  # `direction: maximise` fails both str and list[str]: say it once
+                seen.add(key)
+                errors.append(format_error(err))
         return None
 
 
+def _union_tag(part: Any) -> bool:
+    """pydantic names the member of a union (``str``, ``list[str]``, ``literal[...]``) in an error's location."""
+    return isinstance(part, str) and re.fullmatch(r"(str|int|float|bool|none|list|dict|literal|function-\w+)(\[.*\])?", part) is not None
+
+
 def format_error(err: dict[str, Any]) -> str:
-    loc = [str(p) for p in err["loc"] if not str(p).startswith(("literal[", "function-"))]
+    loc = [str(p) for p in err["loc"] if not _union_tag(p)]
     key = ".".join(loc) or "(top level)"
     if err["type"] == "extra_forbidden":
         return f"{key}: unknown key{did_you_mean(loc[-1], known_keys(loc[:-1]))}"
     if err["type"] == "missing":
         return f"{key}: required"
     msg = err["msg"].removeprefix("Value error, ")
-    return f"{key}: {msg}, got {err.get('input')!r}"
+    if ", got " in msg:  # a validator that already names the value
+        return f"{key}: {msg}"
+    hint = ""
+    if err["type"] == "literal_error" and isinstance(err.get("input"), str):
+        close = difflib.get_close_matches(err["input"], re.findall(r"'([^']*)'", err.get("ctx", {}).get("expected", "")), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{key}: {msg}, got {err.get('input')!r}{hint}"
 
 
 def known_keys(parent: list[str]) -> list[str]:

@@ -67,6 +67,11 @@ def open_storage(url: str, create: bool = True, heartbeat: bool = True) -> Any:
     """An Optuna RDBStorage; SQLite files use WAL and a long busy timeout so processes can share one."""
     import sqlalchemy.exc
 
+    if heartbeat:  # before anything is written
+        _checked_env("HPSEARCH_HEARTBEAT_S", HEARTBEAT_S)
+        _checked_env("HPSEARCH_GRACE_S", GRACE_S)
+        if GRACE_S <= HEARTBEAT_S:
+            raise UserError(f"HPSEARCH_GRACE_S={GRACE_S} must be longer than HPSEARCH_HEARTBEAT_S={HEARTBEAT_S}")
     path = sqlite_path(url)
     engine_kwargs: dict[str, Any] = {}
     if path is not None:
@@ -86,23 +91,20 @@ def open_storage(url: str, create: bool = True, heartbeat: bool = True) -> Any:
             extra: dict[str, Any] = {}
             if heartbeat:
                 extra = {
-                    "heartbeat_interval": _checked_env("HPSEARCH_HEARTBEAT_S", HEARTBEAT_S),
-                    "grace_period": _checked_env("HPSEARCH_GRACE_S", GRACE_S),
+                    "heartbeat_interval": HEARTBEAT_S,
+                    "grace_period": GRACE_S,
                     "heartbeat_stale_trial_callback": RetryStale(max_retry=MAX_RETRY),
                 }
-                if extra["grace_period"] <= extra["heartbeat_interval"]:
-                    raise UserError(f"HPSEARCH_GRACE_S={GRACE_S} must be longer than HPSEARCH_HEARTBEAT_S={HEARTBEAT_S}")
             return _create(engine_url(url), engine_kwargs, extra, retries=5 if path is not None else 0)
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, ImportError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"storage: cannot open {redact(url)}: {redact(first)}") from None
 
 
-def _checked_env(name: str, value: int) -> int:
+def _checked_env(name: str, value: int) -> None:
     text = os.environ.get(name)
     if text is not None and _env_seconds(name, -1) == -1:
         raise UserError(f"{name}={text!r}: expected a whole number of seconds > 0")
-    return value
 
 
 def _create(url: str, engine_kwargs: dict[str, Any], extra: dict[str, Any], retries: int) -> Any:

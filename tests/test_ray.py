@@ -58,7 +58,7 @@ backend: ray
 budget: {{trials: 8}}
 ray: {{scheduler: fifo}}
 resources: {{gpus_per_trial: 1, cpus_per_trial: 0.5}}
-fixed: {{epochs: 2, sleep: 0.5, record: {record}}}
+fixed: {{epochs: 2, sleep: 1.0, record: {record}}}
 space:
   lr: {{float: [1.0e-4, 1.0], log: true}}
 """)
@@ -118,3 +118,84 @@ space:
     best = max((t for t in trials if t.state == TrialState.COMPLETE), key=lambda t: t.value)
     doc = yaml.safe_load(exported.read_text())
     assert json.dumps(doc).count(str(best.user_attrs["config"]["lr"])) >= 1
+
+
+# ---------------------------------------------------------------------------- without a cluster
+
+
+def test_pbt_checkpoints_travel_with_their_epoch_whichever_order_the_objective_uses(tmp_path, monkeypatch):
+    import torch
+    from ray import tune
+
+    from hpsearch.backends.ray import RayReporter
+
+    sent: list[tuple[int, int | None]] = []
+
+    def report(metrics, checkpoint=None):
+        state = torch.load(Path(checkpoint.path) / "state.pt") if checkpoint else None
+        sent.append((metrics["epoch"], state["epoch"] if state else None))
+
+    monkeypatch.setattr(tune, "report", report)
+    reporter = RayReporter(tmp_path / "a", checkpoints=True)
+    for epoch in (1, 2):  # report, then save (objectives/image_classification.py)
+        reporter.report(epoch, {"val_acc": 0.5})
+        reporter.save_checkpoint({"epoch": epoch})
+    reporter = RayReporter(tmp_path / "b", checkpoints=True)
+    for epoch in (1, 2):  # save, then report
+        reporter.save_checkpoint({"epoch": epoch})
+        reporter.report(epoch, {"val_acc": 0.5})
+    reporter = RayReporter(tmp_path / "c", checkpoints=True)
+    reporter.report(1, {"val_acc": 0.5})  # never saves: the epoch still goes out, at the next one or the end
+    reporter.report(2, {"val_acc": 0.5})
+    reporter.flush()
+    assert sent == [(1, 1), (2, 2), (1, 1), (2, 2), (1, None), (2, None)]
+
+    class Restored:
+        path = str(tmp_path / "restored")
+
+        def as_directory(self):
+            from contextlib import nullcontext
+
+            return nullcontext(self.path)
+
+    Path(Restored.path).mkdir()
+    torch.save({"epoch": 4}, Path(Restored.path) / "state.pt")
+    monkeypatch.setattr(tune, "get_checkpoint", lambda: Restored())
+    assert RayReporter(tmp_path / "d", checkpoints=True).load_checkpoint() == {"epoch": 4}
+
+
+def test_pbt_perturbs_top_level_parameters_and_keeps_each_trials_optuna_number(tmp_path):
+    from types import SimpleNamespace
+
+    from hpsearch.backends.ray import KEY, build_scheduler
+
+    spec_path = tmp_path / "pbt.yaml"
+    spec_path.write_text(f"""
+study: pbt
+objective: {ROOT / 'tests' / 'fixtures' / 'toy.py'}:objective
+backend: ray
+ray: {{scheduler: pbt, perturbation_interval: 2}}
+fixed: {{epochs: 6}}
+space:
+  lr: {{float: [1.0e-4, 1.0], log: true}}
+  optimizer: {{choice: {{sgd: {{momentum: {{float: [0.8, 0.99]}}}}, adam: null}}}}
+""")
+    scheduler = build_scheduler(load_spec(spec_path))
+    assert set(scheduler._hyperparam_mutations[KEY]["config"]) == {"lr"}  # switching optimizer would need the other branch's values
+    trial = SimpleNamespace(config={KEY: {"trial": 7, "config": {"lr": 0.5, "optimizer": "adam"}}})
+    best = SimpleNamespace(config={KEY: {"trial": 2, "config": {"lr": 0.01, "optimizer": "sgd", "momentum": 0.9}}})
+    config, _ = scheduler._get_new_config(trial, best)
+    assert config[KEY]["trial"] == 7
+    assert config[KEY]["config"]["optimizer"] == "sgd" and config[KEY]["config"]["momentum"] == 0.9
+    assert config[KEY]["config"]["lr"] != 0.01 and best.config[KEY]["trial"] == 2  # perturbed; the source untouched
+
+
+def test_trial_resources_follow_the_spec_and_the_cluster():
+    from hpsearch.backends.ray import concurrent_trials, trial_resources
+    from hpsearch.spec import Spec
+
+    shared = Spec(study="r", resources={"trials_per_gpu": 2, "cpus_per_trial": 0.5})
+    assert trial_resources(shared, cluster_gpus=4) == {"cpu": 0.5, "gpu": 0.5}
+    assert concurrent_trials(shared, {"cpu": 0.5, "gpu": 0.5}, {"CPU": 2, "GPU": 4}) == 4  # CPUs bind first
+    assert trial_resources(Spec(study="r"), cluster_gpus=0) == {"cpu": 1.0, "gpu": 0.0}  # never wait for GPUs that are not there
+    assert trial_resources(Spec(study="r", resources={"gpus_per_trial": 0.25}), cluster_gpus=1)["gpu"] == 0.25

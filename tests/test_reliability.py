@@ -9,17 +9,21 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import optuna
 import pytest
+import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.reporter import Reporter
+from hpsearch.storage import redact
 from hpsearch.trial import COMPLETE, FAILED, run_trial
-from tests.conftest import ROOT, TOY, cli
+from tests.conftest import ROOT, cli
 from tests.fixtures.faulty import crash, oom
+from tests.test_postgres import postgres_url  # noqa: F401 - a throw-away PostgreSQL server (fixture)
 
 FAULTY = ROOT / "tests" / "fixtures" / "faulty.py"
 FAST_HEARTBEAT = {"HPSEARCH_HEARTBEAT_S": "1", "HPSEARCH_GRACE_S": "3", "PYTHONUNBUFFERED": "1"}
@@ -305,3 +309,32 @@ def test_storage_password_is_never_printed(write_spec, tmp_path):
         assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert command == "worker" or "postgresql://hpuser:***@127.0.0.1:1/hpsearch" in result.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_password_is_redacted_in_run_output_trials_and_export_provenance(write_spec, tmp_path, postgres_url):
+    """A real PostgreSQL server (trust auth, so any password is accepted and must still never show)."""
+    study = f"secret-{uuid.uuid4().hex[:8]}"
+    url = postgres_url.replace("postgresql://postgres@", "postgresql://postgres:s3cr3t-pw@")
+    spec = write_spec(SLOW_SPEC.replace("{trials}", "2").replace("study: slow", f"study: {study}").replace("sleep: 0.2", "sleep: 0"))
+    run = cli("run", str(spec), "--storage", url)
+    assert run.returncode == 0, run.stderr
+    trials = cli("trials", str(spec), "--storage", url, "--json")
+    best = tmp_path / "best.yaml"
+    export = cli("export", str(spec), "--storage", url, "-o", str(best))
+    assert export.returncode == 0, export.stderr
+    for result in (run, trials, export):
+        assert "s3cr3t-pw" not in result.stdout + result.stderr
+    assert "storage postgresql://postgres:***@127.0.0.1" in run.stdout
+    assert "s3cr3t-pw" not in best.read_text()
+    assert yaml.safe_load(best.read_text())["provenance"]["storage"].startswith("postgresql://postgres:***@127.0.0.1")
+
+
+@pytest.mark.parametrize("url,shown", [
+    ("postgresql://u:secret@db:5432/hp", "postgresql://u:***@db:5432/hp"),
+    ("postgresql://u:p@ss@db/hp", "postgresql://u:***@db/hp"),  # an unescaped @ in the password
+    ("postgresql+psycopg2://:secret@db/hp", "postgresql+psycopg2://:***@db/hp"),
+    ("postgresql://u@db:5432/hp", "postgresql://u@db:5432/hp"),
+    ("sqlite:////tmp/runs/x/study.db", "sqlite:////tmp/runs/x/study.db"),
+])
+def test_redact_hides_every_password_and_only_the_password(url: str, shown: str):
+    assert redact(url) == shown

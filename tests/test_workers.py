@@ -96,16 +96,16 @@ def test_run_with_too_many_workers_exits_2_in_one_line(tmp_path, monkeypatch, ca
 
 def test_four_fake_gpus_four_slots_never_share_a_device_and_stop_exactly_at_budget(tmp_path):
     out, record = tmp_path / "runs", tmp_path / "rec.jsonl"
-    spec = write_spec(tmp_path, 10, "{}")
+    spec = write_spec(tmp_path, 8, "{}")
     result = cli("run", str(spec), "--workers", "4", env={"HPSEARCH_FAKE_GPUS": "4"})
     assert result.returncode == 0, result.stderr + result.stdout
     assert "[slot 3] trial" in result.stdout  # per-epoch lines of the slots reach the parent's output
 
     trials = load_trials(out)
-    assert len(trials) == 10 and all(t.state == TrialState.COMPLETE for t in trials)  # no overshoot, no junk trials
-    assert sorted(t.number for t in trials) == list(range(10))
+    assert len(trials) == 8 and all(t.state == TrialState.COMPLETE for t in trials)  # no overshoot, no junk trials
+    assert sorted(t.number for t in trials) == list(range(8))
     runs = records(record)
-    assert len(runs) == 10
+    assert len(runs) == 8
     assert {r["devices"] for r in runs} == set(GPUS4)
     assert all(r["threads"] == "1" for r in runs)  # 2 cores here: max(1, 2 // 4)
     device_of = {}
@@ -119,7 +119,7 @@ def test_four_fake_gpus_four_slots_never_share_a_device_and_stop_exactly_at_budg
 
 def test_a_slot_killed_mid_trial_is_replaced_and_the_budget_is_still_met(tmp_path):
     out, record = tmp_path / "runs", tmp_path / "rec.jsonl"
-    spec = write_spec(tmp_path, 8, "{trials_per_gpu: 2}", f", die_once: {tmp_path / 'died'}")
+    spec = write_spec(tmp_path, 6, "{trials_per_gpu: 2}", f", die_once: {tmp_path / 'died'}")
     result = cli("run", str(spec), env={"HPSEARCH_FAKE_GPUS": "1"})
     assert result.returncode == 0, result.stderr + result.stdout
     assert "killed by SIGKILL" in result.stdout and "replaced by pid" in result.stdout
@@ -127,7 +127,7 @@ def test_a_slot_killed_mid_trial_is_replaced_and_the_budget_is_still_met(tmp_pat
     trials = load_trials(out)
     finished = [t for t in trials if t.state == TrialState.COMPLETE]
     failed = [t for t in trials if t.state == TrialState.FAIL]
-    assert len(finished) == 8 and len(failed) == 1 and len(trials) == 9
+    assert len(finished) == 6 and len(failed) == 1 and len(trials) == 7
     assert failed[0].user_attrs["reason"] == "failed: slot process killed by SIGKILL (out of memory?)"
     assert {r["devices"] for r in records(record)} == {"0"}  # two slots share the one device
     workers = Counter(t.user_attrs["worker"] for t in trials)

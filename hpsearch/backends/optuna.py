@@ -107,7 +107,9 @@ def open_study(spec: Spec, create: bool = True, heartbeat: bool = True) -> optun
         raise UserError(f"{spec.path}: direction: the stored study {spec.study!r} has directions {got}, the spec says {spec.directions}")
     if spec.study not in existing:
         study.set_user_attr("metric_names", spec.metrics)
-        study.set_metric_names(spec.metrics)  # optuna-dashboard labels objectives with these
+        with warnings.catch_warnings():  # experimental in Optuna: its warning would reach the user's stderr
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(spec.metrics)  # optuna-dashboard labels objectives with these
         study.set_user_attr("objective", spec.objective)
         for config in spec.warm_start:
             study.enqueue_trial(spec.tree.params_from_config({**spec.fixed, **config}), user_attrs={"warm_start": True})

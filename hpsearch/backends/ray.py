@@ -36,7 +36,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from hpsearch.backends.optuna import FINISHED, Summary, best_text, build_sampler, open_study, trial_value_text
+from hpsearch.backends.optuna import FINISHED, Summary, best_text, build_sampler, open_study, sampler_name, trial_value_text
 from hpsearch.errors import UserError
 from hpsearch.objective import load_objective
 from hpsearch.progress import Progress
@@ -46,7 +46,7 @@ from hpsearch.spec import Spec
 from hpsearch.storage import redact
 from hpsearch.trial import COMPLETE, run_trial
 
-TRIAL_KEY = "hpsearch_trial"  # the Optuna trial number, carried in each Ray trial's config
+KEY = "hpsearch"  # a Ray trial's config is {KEY: {"trial": Optuna trial number, "config": the objective's config}}
 METRICS_KEY = "hpsearch_metrics"  # one epoch's metrics as JSON (Ray adds its own keys to results)
 FINAL_KEY = "hpsearch_final"  # the completed trial's outcome as JSON
 ENDED = re.compile(r"hpsearch-outcome<(.*?)>hpsearch-outcome", re.S)  # a pruned/failed outcome inside a Ray error
@@ -130,8 +130,7 @@ def run_ray_trial(config: dict[str, Any], job: Job) -> dict[str, Any]:
     """The Ray trainable: run the objective once; return the outcome, or raise it when not completed."""
     if job.cwd not in sys.path:
         sys.path.insert(0, job.cwd)  # module objectives (objectives.x:fn) import as they do in the driver
-    number = config[TRIAL_KEY]
-    cfg = {k: v for k, v in config.items() if k != TRIAL_KEY}
+    number, cfg = trial_number(config), trial_config(config)
     reporter = RayReporter(Path(job.study_dir) / f"trial-{number}", job.checkpoints)
     outcome = run_trial(load_objective(job.objective, Path(job.base_dir)), cfg, reporter, job.metrics)
     reporter.flush()
@@ -155,6 +154,7 @@ class Recorder:
         self.outcomes: dict[int, dict[str, Any]] = {}
         self.asked: set[int] = set()  # Optuna trials this driver created for Ray
         self.ended: set[int] = set()
+        self.running: set[int] = set()
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # Tune pickles its run config for its own resume; a recorder is only useful live
@@ -163,34 +163,35 @@ class Recorder:
         return self.storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
 
     def on_start(self, trial: Any) -> None:
-        self.progress.counts.running += 1
+        self.running.add(trial_number(trial.config))  # pbt: also when a paused trial goes on
+        self.progress.counts.running = len(self.running)
         self.progress.refresh()
 
     def on_result(self, trial: Any, result: dict[str, Any]) -> None:
-        number = trial.config[TRIAL_KEY]
+        number = trial_number(trial.config)
         if FINAL_KEY in result:
             self.outcomes[number] = json.loads(result[FINAL_KEY])
             return
         epoch, metrics = int(result["epoch"]), json.loads(result[METRICS_KEY])
         self.history.setdefault(number, []).append({"epoch": epoch, **metrics})
-        self.progress.epoch(number, epoch, trial.config.get("epochs"), metrics)
+        self.progress.epoch(number, epoch, trial_config(trial.config).get("epochs"), metrics)
         first = self.spec.metrics[0]
         if len(self.spec.metrics) == 1 and _finite(metrics.get(first)):
             self.storage.set_trial_intermediate_value(self.trial_id(number), epoch, float(metrics[first]))
 
     def on_end(self, trial: Any, error: str | None) -> None:
-        number = trial.config[TRIAL_KEY]
+        number = trial_number(trial.config)
         if number in self.ended:
             return
         self.ended.add(number)
-        if trial.last_result or trial.status != "PENDING":
-            self.progress.counts.running = max(0, self.progress.counts.running - 1)
+        self.running.discard(number)
+        self.progress.counts.running = len(self.running)
         history = self.history.pop(number, [])
         ended = self.outcomes.pop(number, None) or self.from_error(error) or self.stopped(trial, history)
         tid = self.trial_id(number)
         attrs = {k: v for k, v in ended.items() if k not in ("state", "values")}
         attrs["history"] = history
-        attrs["config"] = {k: v for k, v in trial.config.items() if k != TRIAL_KEY}  # pbt: the perturbed config
+        attrs["config"] = trial_config(trial.config)  # pbt: the perturbed config
         for key, value in attrs.items():
             self.storage.set_trial_user_attr(tid, key, value)
         state = {"completed": TrialState.COMPLETE, "pruned": TrialState.PRUNED}.get(ended["state"], TrialState.FAIL)
@@ -231,7 +232,7 @@ class Recorder:
         epoch = int(last.get("epoch", 0))
         metrics = {k: v for k, v in last.items() if k != "epoch"}
         wall_s = round(float((trial.last_result or {}).get("time_total_s", 0.0)), 3)
-        planned = trial.config.get("epochs")
+        planned = trial_config(trial.config).get("epochs")
         attrs = {"epochs": epoch, "wall_s": wall_s, "metrics": {k: v for k, v in metrics.items() if _finite(v)},
                  "samples_per_s": metrics.get("samples_per_s"), "peak_mem_mb": metrics.get("peak_mem_mb")}
         values = [metrics.get(m) for m in self.spec.metrics]
@@ -280,7 +281,7 @@ def make_searcher(spec: Spec, storage: Any, sampler: optuna.samplers.BaseSampler
             ot_trial.set_user_attr("config", config)
             ot_trial.set_user_attr("backend", "ray")
             recorder.asked.add(ot_trial.number)
-            return {**config, TRIAL_KEY: ot_trial.number}
+            return {KEY: {"trial": ot_trial.number, "config": config}}
 
         def on_trial_result(self, trial_id: str, result: dict) -> None:
             pass  # intermediate values: Recorder (keyed by epoch, not by Ray's iteration)
@@ -298,6 +299,36 @@ def make_searcher(spec: Spec, storage: Any, sampler: optuna.samplers.BaseSampler
     metric: Any = spec.metrics if len(modes) > 1 else spec.metrics[0]
     return StudySearch(space=space, metric=metric, mode=modes if len(modes) > 1 else modes[0],
                        sampler=sampler, study_name=spec.study, storage=storage)
+
+
+def trial_number(config: dict[str, Any]) -> int:
+    return int(config[KEY]["trial"])
+
+
+def trial_config(config: dict[str, Any]) -> dict[str, Any]:
+    return dict(config[KEY]["config"])
+
+
+def search_setup(spec: Spec, study: optuna.Study, recorder: Recorder, scheduler: str) -> tuple[Any, dict[str, Any] | None]:
+    """The search algorithm and param_space for the Tuner.
+
+    PBT refuses a search algorithm, so there Ray's own generator draws each new trial's
+    config from a function that asks the same study (and so the same sampler).
+    """
+    if scheduler != "pbt":
+        return make_searcher(spec, study._storage, build_sampler(spec, len(study.trials)), recorder), None
+    from ray import tune
+    from ray.tune.search import BasicVariantGenerator
+
+    def ask(_: Any) -> dict[str, Any]:
+        trial = study.ask()
+        config = spec.config_for(spec.tree.suggest(trial))
+        trial.set_user_attr("config", config)
+        trial.set_user_attr("backend", "ray")
+        recorder.asked.add(trial.number)
+        return {"trial": trial.number, "config": config}
+
+    return BasicVariantGenerator(), {KEY: tune.sample_from(ask)}
 
 
 # ---------------------------------------------------------------------------- driver: schedulers & resources
@@ -335,7 +366,7 @@ def build_pbt(spec: Spec, common: dict[str, Any]) -> Any:
 
         def _get_new_config(self, trial: Any, trial_to_clone: Any) -> tuple[dict, dict]:
             config, operations = super()._get_new_config(trial, trial_to_clone)
-            config[TRIAL_KEY] = trial.config[TRIAL_KEY]
+            config[KEY]["trial"] = trial_number(trial.config)
             return config, operations
 
     return KeepTrialNumber(**common, perturbation_interval=spec.ray.perturbation_interval,
@@ -358,7 +389,7 @@ def pbt_mutations(spec: Spec) -> dict[str, Any]:
             raise TypeError(f"unknown parameter {p!r}")
     if not out:
         raise UserError(f"{spec.path}: ray.scheduler: pbt needs a top-level parameter to perturb (the space has none outside conditional options)")
-    return out
+    return {KEY: {"config": out}}
 
 
 def trial_resources(spec: Spec, cluster_gpus: float) -> dict[str, float]:
@@ -415,11 +446,25 @@ def use_cluster_token() -> None:
         log.setLevel(level)
 
 
+def concurrent_trials(spec: Spec, resources: dict[str, float], cluster: dict[str, float]) -> int:
+    """How many trials fit on the cluster at once (and resources.workers, if set, allows)."""
+    fits = [cluster.get("CPU", 1) / resources["cpu"]]
+    if resources["gpu"]:
+        fits.append(cluster.get("GPU", 0) / resources["gpu"])
+    n = max(1, int(min(fits) + 1e-9))
+    return min(n, spec.resources.workers) if spec.resources.workers else n
+
+
 @contextlib.contextmanager
-def driver_env() -> Iterator[None]:
-    """Settings Tune reads in the driver: no Ray loggers of its own, no result-key strictness, no tables."""
+def driver_env(pending: int) -> Iterator[None]:
+    """Settings Tune reads in the driver: no Ray loggers of its own, no result-key strictness, no tables.
+
+    Tune lets a search algorithm other than random/grid have one trial pending at a time, so
+    trials start one after another; ``pending`` lets as many start as fit on the cluster.
+    """
     wanted = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
-              "RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "1e9"}
+              "RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "1e9",
+              "TUNE_MAX_PENDING_TRIALS_PG": str(pending)}
     saved = {k: os.environ.get(k) for k in wanted}
     os.environ.update(wanted)
     tune_log = logging.getLogger("ray.tune")
@@ -441,9 +486,6 @@ def driver_env() -> Iterator[None]:
 
 def run(spec: Spec, quiet: bool = False) -> Summary:
     """Run the study on Ray Tune until ``budget.trials`` trials have finished (completed or pruned)."""
-    import ray
-    from ray import tune
-
     study = open_study(spec, heartbeat=False)  # Ray, not this process, keeps trials alive
     spec.study_dir.mkdir(parents=True, exist_ok=True)
     progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
@@ -452,37 +494,53 @@ def run(spec: Spec, quiet: bool = False) -> Summary:
     if progress.counts.done >= spec.budget.trials:
         progress.print(f"{spec.study}: budget reached ({progress.counts.done}/{spec.budget.trials} trials finished); raise budget.trials to continue")
         return summary(study, spec, 0, None)
+    with ray_session(spec), progress:
+        stopped_early = run_rounds(spec, study, recorder, progress)
+    return summary(study, spec, len(recorder.ended), stopped_early)
+
+
+def run_rounds(spec: Spec, study: optuna.Study, recorder: Recorder, progress: Progress) -> str | None:
+    """Tuner.fit until the budget is met; failed trials do not spend it, so a round asks for those still missing."""
+    import ray
+    from ray import tune
+
+    from hpsearch.workers import failures_in_a_row
+
     scheduler_name = spec.ray.scheduler if len(spec.metrics) == 1 else "fifo"
     checkpoints = scheduler_name in ("pbt", "hyperband")
     job = Job(spec.objective, str(spec.base_dir.resolve()), os.getcwd(), str(spec.study_dir.resolve()), spec.metrics, checkpoints)
-    start, stopped_early = time.monotonic(), None
-    with ray_session(spec), driver_env(), progress:
-        resources = trial_resources(spec, ray.cluster_resources().get("GPU", 0))
-        progress.print(
-            f"{spec.study}: {'resuming at' if progress.counts.done else 'starting'} {progress.counts.done}/{spec.budget.trials} trials "
-            f"on Ray ({'cluster ' + spec.ray.address if spec.ray.address else 'local'}; {resources['cpu']:g} CPU, {resources['gpu']:g} GPU per trial), "
-            f"sampler via OptunaSearch, scheduler {scheduler_name}, storage {redact(spec.storage_url)}"
-        )
+    cluster = ray.cluster_resources()
+    resources = trial_resources(spec, cluster.get("GPU", 0))
+    concurrency = concurrent_trials(spec, resources, cluster)
+    progress.print(
+        f"{spec.study}: {'resuming at' if progress.counts.done else 'starting'} {progress.counts.done}/{spec.budget.trials} trials "
+        f"on Ray ({'cluster ' + spec.ray.address if spec.ray.address else 'local'}; {resources['cpu']:g} CPU, "
+        f"{resources['gpu']:g} GPU per trial, {concurrency} at once), sampler {sampler_name(spec)} via OptunaSearch, "
+        f"scheduler {scheduler_name}, storage {redact(spec.storage_url)}"
+    )
 
-        def trainable(config: dict[str, Any]) -> dict[str, Any]:
-            return run_ray_trial(config, job)
+    def trainable(config: dict[str, Any]) -> dict[str, Any]:
+        return run_ray_trial(config, job)
 
-        # Failed trials do not spend the budget; each round asks Ray for the trials still missing.
+    start = time.monotonic()
+    with driver_env(concurrency):
         while (remaining := spec.budget.trials - progress.counts.done) > 0:
             left = None if spec.budget.timeout is None else spec.budget.timeout - (time.monotonic() - start)
             if left is not None and left <= 0:
-                break
+                return None
             failed_before = progress.counts.failed
+            search_alg, param_space = search_setup(spec, study, recorder, scheduler_name)
             tuner = tune.Tuner(
                 tune.with_resources(trainable, resources),
+                param_space=param_space,
                 tune_config=tune.TuneConfig(
-                    search_alg=make_searcher(spec, study._storage, build_sampler(spec, len(study.trials)), recorder),
+                    search_alg=search_alg,
                     scheduler=build_scheduler(spec),
                     num_samples=remaining,
-                    max_concurrent_trials=spec.resources.workers,
+                    max_concurrent_trials=concurrency,
                     time_budget_s=left,
                     reuse_actors=True,
-                    trial_dirname_creator=lambda t: f"trial-{t.config.get(TRIAL_KEY, t.trial_id)}",
+                    trial_dirname_creator=lambda t: t.trial_id,  # short; our TensorBoard dirs are trial-<n>
                 ),
                 run_config=tune.RunConfig(
                     name=f"{spec.study}-{time.strftime('%Y%m%d-%H%M%S')}",
@@ -490,7 +548,8 @@ def run(spec: Spec, quiet: bool = False) -> Summary:
                     verbose=0,
                     callbacks=[make_callback(recorder)],
                     failure_config=tune.FailureConfig(max_failures=0),
-                    checkpoint_config=tune.CheckpointConfig(num_to_keep=2) if checkpoints else None,
+                    # pbt: a trial may clone another's checkpoint from a few perturbation intervals back
+                    checkpoint_config=tune.CheckpointConfig(num_to_keep=4) if checkpoints else None,
                 ),
             )
             try:
@@ -499,14 +558,11 @@ def run(spec: Spec, quiet: bool = False) -> Summary:
                 recorder.abandon()
             count_trials(progress, study, spec)
             limit = spec.budget.max_failures
-            if progress.counts.done < spec.budget.trials and progress.counts.failed > failed_before:
-                from hpsearch.workers import failures_in_a_row
-
+            if progress.counts.failed > failed_before and limit is not None:
                 in_a_row = failures_in_a_row(study.get_trials(deepcopy=False))
-                if limit is not None and in_a_row >= limit:
-                    stopped_early = f"{in_a_row} trials failed in a row (budget.max_failures={limit})"
-                    break
-    return summary(study, spec, len(recorder.ended), stopped_early)
+                if in_a_row >= limit and progress.counts.done < spec.budget.trials:
+                    return f"{in_a_row} trials failed in a row (budget.max_failures={limit})"
+    return None
 
 
 def count_trials(progress: Progress, study: optuna.Study, spec: Spec) -> None:

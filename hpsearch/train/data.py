@@ -180,7 +180,9 @@ CIFAR100 = _Cifar(
     "cifar-100-python", ("train",), "test", 100, (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762), "CIFAR100"
 )
 
-_MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+_MNIST_FILES = (  # uncompressed, under <root>/<torchvision class name>/raw
+    "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
+)
 
 
 @dataclass(frozen=True)
@@ -267,7 +269,7 @@ DATASETS: dict[str, DatasetInfo] = {
 def dataset_problems(config: dict) -> list[str]:
     """Unknown dataset name or missing files; never reads the data."""
     name = config.get("dataset", "digits")
-    if name not in DATASETS:
+    if not (isinstance(name, str) and name in DATASETS):
         return [unknown_name("dataset", name, DATASETS)]
     problem = DATASETS[name].missing(config)
     return [problem] if problem else []

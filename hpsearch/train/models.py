@@ -123,10 +123,7 @@ def _torchvision_names() -> list[str]:
 
 
 def model_problems(name: object) -> list[str]:
-    if name in MODELS:
-        return []
-    tv_name = str(name).removeprefix("tv:")
-    if tv_name in _torchvision_names():
+    if isinstance(name, str) and (name in MODELS or name.removeprefix("tv:") in _torchvision_names()):
         return []
     extra = "; or any torchvision classification model, e.g. mobilenet_v3_small, tv:resnet50"
     return [unknown_name("model", name, MODELS, extra)]

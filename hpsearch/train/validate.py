@@ -71,16 +71,20 @@ _BOOLS = ("download", "aug_hflip", "wd_norm_bias", "nesterov", "compile", "evalu
 
 
 def validate(config: dict) -> list[str]:
-    """Human-readable one-line problems with `config`; empty when it can run."""
+    """Human-readable one-line problems with `config`; empty when it can run.
+
+    Keys outside DEFAULTS are reported (typos would otherwise be searched silently),
+    except keys starting with "_", which are left for the caller.
+    """
     cfg = {**DEFAULTS, **config}
     problems = [_unknown_key(k) for k in config if k not in DEFAULTS and not str(k).startswith("_")]
     problems += _name_problems(cfg)
     problems += [p for key, spec in _RANGES.items() if (p := _range_problem(key, cfg[key], *spec))]
     problems += [f"{k} must be true or false, got {cfg[k]!r}" for k in _BOOLS if cfg[k] not in (None, True, False)]
     problems += _list_problems(cfg) + _combination_problems(config, cfg)
-    if not problems:  # file checks last: only meaningful once the names are right
-        problems += dataset_problems(cfg)
-    return problems
+    if not isinstance(cfg["data_root"], str):
+        return problems + [f"data_root must be a folder path, got {cfg['data_root']!r}"]
+    return problems + dataset_problems(cfg)  # unknown name, or the files it looked for
 
 
 def _unknown_key(key: object) -> str:
@@ -89,14 +93,9 @@ def _unknown_key(key: object) -> str:
 
 
 def _name_problems(cfg: dict) -> list[str]:
-    from hpsearch.train.data import DATASETS
-
-    problems = []
-    if cfg["dataset"] not in DATASETS:
-        problems.append(unknown_name("dataset", cfg["dataset"], DATASETS))
-    problems += model_problems(cfg["model"])
+    problems = model_problems(cfg["model"])
     for kind, known in (("optimizer", OPTIMIZERS), ("schedule", SCHEDULES), ("amp", AMP_MODES)):
-        if cfg[kind] not in known:
+        if not (isinstance(cfg[kind], str) and cfg[kind] in known):
             problems.append(unknown_name(f"{kind} value" if kind == "amp" else kind, cfg[kind], known))
     if cfg["channels_last"] not in ("auto", True, False):
         problems.append(f"channels_last must be auto, true or false, got {cfg['channels_last']!r}")
@@ -124,7 +123,7 @@ def _range_problem(
         return None
     kind = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, int if integer else (int, float)):
-        return f"{key} must be {kind}, got {value!r}"
+        return f"{key} must be {kind}, got {value!r}{_yaml_hint(value)}"
     too_low = low is not None and (value < low if low_in else value <= low)
     too_high = high is not None and (value > high if high_in else value >= high)
     if not (too_low or too_high):
@@ -137,14 +136,27 @@ def _range_problem(
     return f"{key} must be {kind} {' and '.join(bounds)}, got {value!r}"
 
 
+def _yaml_hint(value: Any) -> str:
+    if not isinstance(value, str):
+        return ""
+    try:
+        float(value)
+    except ValueError:
+        return ""
+    return " (text, not a number: YAML reads 1e-3 as text; write 1.0e-3)"
+
+
 def _positive_ints(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+    if not isinstance(value, (list, tuple)):
+        return False
+    return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
 
 
 def _list_problems(cfg: dict) -> list[str]:
     problems = []
     if not (_positive_ints(cfg["synthetic_shape"]) and len(cfg["synthetic_shape"]) == 3):
-        problems.append(f"synthetic_shape must be [channels, height, width] of positive integers, got {cfg['synthetic_shape']!r}")
+        shape = cfg["synthetic_shape"]
+        problems.append(f"synthetic_shape must be [channels, height, width] of positive integers, got {shape!r}")
     if not _positive_ints(cfg["mlp_hidden"]):
         problems.append(f"mlp_hidden must be a list of positive integers, got {cfg['mlp_hidden']!r}")
     return problems

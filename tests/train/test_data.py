@@ -9,7 +9,15 @@ import pytest
 import torch
 from PIL import Image
 
-from hpsearch.train.data import Split, TensorLoader, BatchTransform, build_data, cutout, random_crop, random_hflip
+from hpsearch.train.data import (
+    BatchTransform,
+    Split,
+    TensorLoader,
+    build_data,
+    cutout,
+    random_crop,
+    random_hflip,
+)
 from objectives.image_classification import train
 
 CPU = torch.device("cpu")
@@ -43,7 +51,8 @@ def write_cifar100(root: Path) -> None:
     base = root / "cifar-100-python"
     for name, n in (("train", 60), ("test", 20)):
         fine = [int(v) for v in rng.integers(0, 100, n)]
-        _write_pickle(base / name, {b"data": _images(rng, n, (3072,)), b"fine_labels": fine, b"coarse_labels": [f // 5 for f in fine]})
+        coarse = [f // 5 for f in fine]
+        _write_pickle(base / name, {b"data": _images(rng, n, (3072,)), b"fine_labels": fine, b"coarse_labels": coarse})
     _write_pickle(base / "meta", {b"fine_label_names": [b"x"] * 100, b"coarse_label_names": [b"y"] * 20})
 
 

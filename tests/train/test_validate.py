@@ -44,6 +44,8 @@ def test_bad_numbers_are_all_reported_at_once() -> None:
     ]
     assert all(any(e in p for p in problems) for e in expected), problems
     assert validate({"batch_size": 32.5})[0] == "batch_size must be an integer, got 32.5"
+    assert "write 1.0e-3" in validate({"lr": "1e-3"})[0]  # how PyYAML reads an unquoted 1e-3
+    assert validate({"_note": "left for the caller"}) == []
 
 
 def test_warmup_epochs_and_fraction_together_is_an_error() -> None:
