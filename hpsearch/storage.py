@@ -137,6 +137,16 @@ class HeartbeatStorage(optuna.storages.RDBStorage):
                 pass  # another process failed it first
         return stale
 
+    def set_trial_user_attrs(self, trial_id: int, attrs: dict[str, Any]) -> None:
+        """Several user attributes in one transaction: one commit per trial instead of one per key
+        (bench/growth.py: 8 commits cost ~17 ms per trial on SQLite)."""
+        from optuna.storages._rdb import models
+        from optuna.storages._rdb.storage import _create_scoped_session
+
+        with _create_scoped_session(self.scoped_session, True) as session:
+            for key, value in attrs.items():
+                self._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id, key, value)
+
     def _never_beat(self, study_id: int) -> list[int]:
         """RUNNING trials whose process died between creating them and its first heartbeat (Optuna skips these)."""
         from optuna.storages._rdb import models

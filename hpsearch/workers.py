@@ -36,7 +36,6 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from glob import glob
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -56,7 +55,13 @@ from hpsearch.errors import SpecError, UserError
 from hpsearch.objective import load_objective
 from hpsearch.progress import Progress
 from hpsearch.spec import Resources, Spec, parse_space, validate_schema
-from hpsearch.storage import HEARTBEAT_S, engine_url, redact, sqlite_path
+from hpsearch.storage import (
+    HEARTBEAT_S,
+    engine_url,
+    fail_and_retry,
+    redact,
+    sqlite_path,
+)
 
 FAKE_GPUS_ENV = "HPSEARCH_FAKE_GPUS"  # pretend this many GPUs exist (tests, dry runs on a laptop)
 SPEC_ENV = "HPSEARCH_SLOT_SPEC"  # the parent's resolved spec, as JSON, for its slots
@@ -274,22 +279,27 @@ def work(spec: Spec, quiet: bool = False, announce: bool = True, deadline: float
     ran, failures_in_a_row, stopped_early = 0, 0, None
     limit = spec.budget.max_failures
     with progress:
-        while not STATE.stop_requested and (deadline is None or time.time() < deadline):
-            trial = claim(study, spec.budget.trials, lock)
-            if trial is None:
-                if finished_count(study) >= spec.budget.trials:
+        try:
+            while not STATE.stop_requested and (deadline is None or time.time() < deadline):
+                trial = claim(study, spec.budget.trials, lock)
+                if trial is None:
+                    if finished_count(study) >= spec.budget.trials:
+                        break
+                    time.sleep(WAIT_S)
+                    continue
+                ran += 1
+                frozen = run_claimed(study, trial, fn)
+                failures_in_a_row = failures_in_a_row + 1 if frozen.state == TrialState.FAIL else 0
+                if announce:
+                    refresh(progress, study, spec)
+                    reason = frozen.user_attrs.get("reason", frozen.state.name.lower())
+                    progress.trial(frozen.number, reason, trial_value_text(frozen, spec), frozen.params)
+                if limit is not None and failures_in_a_row >= limit:
+                    stopped_early = f"{failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {frozen.user_attrs.get('reason')}"
                     break
-                time.sleep(WAIT_S)
-                continue
-            ran += 1
-            frozen = run_claimed(study, trial, fn)
-            failures_in_a_row = failures_in_a_row + 1 if frozen.state == TrialState.FAIL else 0
-            if announce:
-                refresh(progress, study, spec)
-                progress.trial(frozen.number, frozen.user_attrs.get("reason", frozen.state.name.lower()), trial_value_text(frozen, spec), frozen.params)
-            if limit is not None and failures_in_a_row >= limit:
-                stopped_early = f"{failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {frozen.user_attrs.get('reason')}"
-                break
+        except KeyboardInterrupt:  # also a claim cut short between ask() and the objective
+            fail_trials_of(study, WORKER_ID, "interrupted", retry=False)
+            raise
     return summary(study, spec, ran, stopped_early)
 
 
@@ -526,7 +536,7 @@ class Watch:
                 self.stop(f"slot {e.slot.index}: {e.last_line}")
                 continue
             why = reason or crash_reason(rc, e.last_line)
-            fail_trials_of(self.study, e.worker, why)
+            fail_trials_of(self.study, e.worker, why, retry=reason is None)
             if reason is not None or self.stopping:
                 continue
             self.progress.print(f"slot {e.slot.index} (pid {e.pid}) ended: {why}")
@@ -548,14 +558,21 @@ def crash_reason(rc: int, last_line: str) -> str:
     return f"failed: slot process exited with status {rc}" + (f" ({last_line})" if last_line else "")
 
 
-def fail_trials_of(study: optuna.Study, worker: str, reason: str) -> None:
-    """A dead process cannot end its trial: do it now rather than after the heartbeat grace period."""
+def fail_trials_of(study: optuna.Study, worker: str, reason: str, retry: bool) -> None:
+    """A dead process cannot end its trial: do it now rather than after the heartbeat grace period.
+
+    ``retry``: queue the config again (at most storage.MAX_RETRY times), as for any process that died.
+    """
     storage = study._storage
     for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if t.user_attrs.get("worker") == worker:
-            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
-                storage.set_trial_user_attr(t._trial_id, "reason", reason)
-                storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        if t.user_attrs.get("worker") != worker:
+            continue
+        if retry:
+            fail_and_retry(study, t._trial_id, reason)
+            continue
+        with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
+            storage.set_trial_user_attr(t._trial_id, "reason", reason)
+            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
 
 
 def failures_in_a_row(trials: list[FrozenTrial]) -> int:

@@ -56,7 +56,7 @@ def postgres_url() -> Iterator[str]:
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run([*ctl, "-m", "immediate", "-W", "stop"], capture_output=True)
+        subprocess.run([*ctl, "-m", "immediate", "-W", "stop"], capture_output=True, check=False)
         shutil.rmtree(home, ignore_errors=True)
 
 

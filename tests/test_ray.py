@@ -39,7 +39,7 @@ def ray_address() -> Iterator[str]:
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120)
+        subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120, check=False)
 
 
 def study_trials(spec_path: Path) -> list[optuna.trial.FrozenTrial]:
@@ -84,7 +84,7 @@ output: {out}
 backend: ray
 budget: {{trials: 6}}
 sampler: {{name: tpe, seed: 1}}
-pruner: {{warmup_epochs: 1, reduction_factor: 2}}   # ASHA: first rung after epoch 1, keep the better half
+pruner: {{warmup_epochs: 0, reduction_factor: 2}}   # ASHA: first rung after epoch 1, keep the better half
 ray: {{address: "{ray_address}"}}
 resources: {{gpus_per_trial: 0}}
 fixed: {{dataset: digits, model: mlp, epochs: 3, batch_size: 64, threads: 1, seed: 0}}

@@ -15,7 +15,6 @@ from hpsearch.cli import main
 from hpsearch.errors import UserError
 from hpsearch.spec import Resources
 from hpsearch.workers import plan_slots
-
 from tests.conftest import ROOT, cli
 
 RECORD = ROOT / "tests" / "fixtures" / "record.py"
@@ -129,6 +128,7 @@ def test_a_slot_killed_mid_trial_is_replaced_and_the_budget_is_still_met(tmp_pat
     failed = [t for t in trials if t.state == TrialState.FAIL]
     assert len(finished) == 6 and len(failed) == 1 and len(trials) == 7
     assert failed[0].user_attrs["reason"] == "failed: slot process killed by SIGKILL (out of memory?)"
+    assert any(t.params == failed[0].params for t in finished)  # its config was queued again and ran
     assert {r["devices"] for r in records(record)} == {"0"}  # two slots share the one device
     workers = Counter(t.user_attrs["worker"] for t in trials)
     assert len(workers) == 3  # two slots, then the replacement of the killed one

@@ -125,8 +125,9 @@ def count(study: optuna.Study, *states: TrialState) -> int:
 
 def run(spec: Spec, quiet: bool = False) -> Summary:
     """Run the study until ``budget.trials`` trials have finished (completed or pruned)."""
-    from hpsearch import workers  # several slots (--workers, GPUs): one process per slot, see workers.py
+    from hpsearch import workers
 
+    # Several slots (--workers, GPUs): one process per slot, see workers.py.
     slots = workers.slots_for(spec)
     if not workers.in_process(slots, spec):
         return workers.run_slots(spec, slots, quiet)
@@ -247,9 +248,13 @@ def prune_hook(trial: optuna.Trial, spec: Spec) -> PruneHook | None:
 
 
 def record(trial: optuna.Trial, outcome: Outcome, reporter: Reporter) -> None:
-    for key, value in outcome.attrs().items():
+    attrs = {**outcome.attrs(), "history": reporter.history}
+    storage = backend_storage(trial.study)
+    if isinstance(storage, HeartbeatStorage):
+        storage.set_trial_user_attrs(trial._trial_id, attrs)  # one commit, not one per key
+        return
+    for key, value in attrs.items():
         trial.set_user_attr(key, value)
-    trial.set_user_attr("history", reporter.history)
 
 
 class Tracker:
@@ -273,7 +278,8 @@ class Tracker:
 
     def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         self.counts.running = 0
-        states = [t.state for t in study.get_trials(deepcopy=False)]  # from storage: other processes may share the study
+        trials = study.get_trials(deepcopy=False)  # from storage: other processes may share the study
+        states = [t.state for t in trials]
         self.counts.done = sum(state in FINISHED for state in states)
         elsewhere = states.count(TrialState.RUNNING)  # this process's trial has ended: these run in other processes
         if trial.state in FINISHED:
@@ -283,7 +289,7 @@ class Tracker:
         if trial.state == TrialState.FAIL:
             self.counts.failed += 1
             self.failures_in_a_row += 1
-        self.counts.best = best_text(study, self.spec)
+        self.counts.best = best_text(study, self.spec, trials)
         value = trial_value_text(trial, self.spec)
         self.progress.trial(trial.number, trial.user_attrs.get("reason", trial.state.name.lower()), value, trial.params)
         limit = self.spec.budget.max_failures
@@ -304,10 +310,15 @@ def trial_value_text(trial: optuna.trial.FrozenTrial, spec: Spec) -> str:
     return ", ".join(f"{m}={v:.4g}" for m, v in zip(spec.metrics, trial.values))
 
 
-def best_text(study: optuna.Study, spec: Spec) -> str:
-    if count(study, TrialState.COMPLETE) == 0:
+def best_text(study: optuna.Study, spec: Spec, trials: list[optuna.trial.FrozenTrial] | None = None) -> str:
+    """``trials``: the study's trials when the caller has read them already (one storage read per trial, not three)."""
+    if trials is None:
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    completed = [t for t in trials if t.state == TrialState.COMPLETE]
+    if not completed:
         return "-"
     if len(spec.metrics) > 1:
         return f"{len(study.best_trials)} Pareto-optimal trials"
-    best = study.best_trial
+    pick = max if spec.directions[0] == "maximize" else min
+    best = pick(completed, key=lambda t: t.value)
     return f"{spec.metrics[0]}={best.value:.4g} (trial {best.number})"

@@ -36,7 +36,15 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from hpsearch.backends.optuna import FINISHED, Summary, best_text, build_sampler, open_study, sampler_name, trial_value_text
+from hpsearch.backends.optuna import (
+    FINISHED,
+    Summary,
+    best_text,
+    build_sampler,
+    open_study,
+    sampler_name,
+    trial_value_text,
+)
 from hpsearch.errors import UserError
 from hpsearch.objective import load_objective
 from hpsearch.progress import Progress
@@ -49,7 +57,7 @@ from hpsearch.trial import COMPLETE, run_trial
 KEY = "hpsearch"  # a Ray trial's config is {KEY: {"trial": Optuna trial number, "config": the objective's config}}
 METRICS_KEY = "hpsearch_metrics"  # one epoch's metrics as JSON (Ray adds its own keys to results)
 FINAL_KEY = "hpsearch_final"  # the completed trial's outcome as JSON
-ENDED = re.compile(r"hpsearch-outcome<(.*?)>hpsearch-outcome", re.S)  # a pruned/failed outcome inside a Ray error
+ENDED = re.compile(r"hpsearch-outcome<(.*?)>hpsearch-outcome", re.DOTALL)  # a pruned/failed outcome inside a Ray error
 DEFAULT_MAX_EPOCHS = 100  # ASHA/HyperBand horizon when neither pruner.max_epochs nor fixed.epochs says
 
 
@@ -340,13 +348,18 @@ def max_epochs(spec: Spec) -> int:
 
 
 def build_scheduler(spec: Spec) -> Any:
-    """pruner.warmup_epochs is the grace period, pruner.reduction_factor the rate; FIFO for several metrics."""
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, HyperBandScheduler, MedianStoppingRule
+    """pruner.warmup_epochs sets the grace period, pruner.reduction_factor the rate; FIFO for several metrics."""
+    from ray.tune.schedulers import (
+        ASHAScheduler,
+        FIFOScheduler,
+        HyperBandScheduler,
+        MedianStoppingRule,
+    )
 
     name = spec.ray.scheduler if len(spec.metrics) == 1 else "fifo"
     p, horizon = spec.pruner, max_epochs(spec)
     common = {"time_attr": "epoch", "metric": spec.metrics[0], "mode": "max" if spec.directions[0] == "maximize" else "min"}
-    grace = min(max(1, p.warmup_epochs), horizon)
+    grace = min(p.warmup_epochs + 1, horizon)  # as with the Optuna pruners, warmup epochs are never stopped
     # stop_last_trials=False: a trial that reaches max_t ends on its own and returns its final metrics.
     builders = {
         "asha": lambda: ASHAScheduler(**common, max_t=horizon, grace_period=grace, reduction_factor=p.reduction_factor or 3, stop_last_trials=False),
@@ -434,7 +447,9 @@ def use_cluster_token() -> None:
     """Ray 2.5x+: ``ray start`` turns on token auth when ~/.ray/auth_token exists, but a joining
     driver does not, and is refused. Do what ``ray start`` does (RAY_AUTH_MODE still wins)."""
     try:
-        from ray._private.authentication.authentication_token_setup import maybe_enable_token_auth_if_token_available
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
     except ImportError:  # a Ray without token auth
         return
     log = logging.getLogger("ray._private.authentication.authentication_token_setup")
@@ -464,7 +479,8 @@ def driver_env(pending: int) -> Iterator[None]:
     """
     wanted = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
               "RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "1e9",
-              "TUNE_MAX_PENDING_TRIALS_PG": str(pending)}
+              "TUNE_MAX_PENDING_TRIALS_PG": str(pending),
+              "TUNE_DISABLE_SIGINT_HANDLER": "1"}  # Ctrl-C ends the run (trials "interrupted"), not just one Tuner round
     saved = {k: os.environ.get(k) for k in wanted}
     os.environ.update(wanted)
     tune_log = logging.getLogger("ray.tune")
