@@ -155,12 +155,12 @@ def window_split(split: dict[int, dict[str, float]], lo: int, hi: int) -> dict[s
     return {c: 1000 * sum(split[n][c] for n in numbers) / max(1, len(numbers)) for c in CATEGORIES}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.add_argument("--trials", type=int, default=1000)
     p.add_argument("--window", type=int, default=50, help="trials per measuring window")
     p.add_argument("--repeats", type=int, default=1)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     started = time.perf_counter()
     if args.smoke:
         args.trials, args.window = 12, 4

@@ -177,13 +177,13 @@ def cli_startup(folder: Path) -> dict[str, Any]:
     return {"help_s": help_t.s, "run_1_trial_s": run_t.s, "in_process_1_trial_s": in_process, "fixed_s": run_t.s - in_process}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.add_argument("--trials", type=int, default=200, help="trials per hpsearch / Optuna run")
     p.add_argument("--ray-trials", type=int, default=40, help="trials per Ray Tune run (0: skip Ray)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--ray-child", type=int, help=argparse_hidden())
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.ray_child:
         print(json.dumps(ray_child(args.ray_child)))
         return

@@ -8,7 +8,7 @@ import re
 import sqlite3
 import time
 import warnings
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -198,7 +198,7 @@ def fail_and_retry(study: optuna.Study, trial_id: int, reason: str) -> None:
 
 
 def _utc_now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def backend_storage(study: optuna.Study) -> Any:

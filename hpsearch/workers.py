@@ -35,6 +35,7 @@ import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from glob import glob
 from typing import Any
 
@@ -509,7 +510,7 @@ class Watch:
         self.report(refresh(self.progress, self.study, self.spec))
 
     def report(self, trials: list[FrozenTrial]) -> None:
-        ended = sorted((t for t in trials if t.state.is_finished() and t.number not in self.seen), key=lambda t: t.datetime_complete or 0)
+        ended = sorted((t for t in trials if t.state.is_finished() and t.number not in self.seen), key=completed_at)
         for t in ended:
             self.seen.add(t.number)
             self.progress.trial(t.number, t.user_attrs.get("reason", t.state.name.lower()), trial_value_text(t, self.spec), t.params)
@@ -519,7 +520,7 @@ class Watch:
                         e.crashes_in_a_row = 0
         limit = self.spec.budget.max_failures
         if limit is not None and not self.stopping and failures_in_a_row(trials) >= limit:
-            last = max((t for t in trials if t.state == TrialState.FAIL), key=lambda t: t.datetime_complete or 0)
+            last = max((t for t in trials if t.state == TrialState.FAIL), key=completed_at)
             self.stop(f"{limit} trials failed in a row (budget.max_failures={limit}); last: {last.user_attrs.get('reason')}")
 
     def stop(self, why: str) -> None:
@@ -575,8 +576,12 @@ def fail_trials_of(study: optuna.Study, worker: str, reason: str, retry: bool) -
             storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
 
 
+def completed_at(trial: FrozenTrial) -> datetime:
+    return trial.datetime_complete or datetime.min
+
+
 def failures_in_a_row(trials: list[FrozenTrial]) -> int:
-    ended = sorted((t for t in trials if t.state.is_finished()), key=lambda t: t.datetime_complete or 0, reverse=True)
+    ended = sorted((t for t in trials if t.state.is_finished()), key=completed_at, reverse=True)
     n = 0
     for t in ended:
         if t.state != TrialState.FAIL:

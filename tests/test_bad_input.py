@@ -79,7 +79,7 @@ def test_the_corpus_has_at_least_40_cases():
 
 @pytest.mark.parametrize("path", BAD_SPECS, ids=[p.stem for p in BAD_SPECS])
 def test_bad_spec(path: Path, workdir, capsys):
-    code, out, err = run_main(["run", f"bad_specs/{path.name}"], capsys)
+    code, _, err = run_main(["run", f"bad_specs/{path.name}"], capsys)
     line = assert_one_line(code, err, expected(path), workdir)
     assert line.startswith(f"error: bad_specs/{path.name}: "), line  # names the file
 
@@ -128,7 +128,7 @@ def test_a_zero_byte_file(workdir, capsys):
 
 def test_a_bad_heartbeat_setting(workdir, capsys, monkeypatch):
     monkeypatch.setenv("HPSEARCH_HEARTBEAT_S", "often")
-    code, out, err = run_main(["run", "bad_specs/good.yaml"], capsys)
+    code, _, err = run_main(["run", "bad_specs/good.yaml"], capsys)
     assert_one_line(code, err, "HPSEARCH_HEARTBEAT_S='often': expected a whole number of seconds > 0", workdir)
 
 
@@ -143,7 +143,7 @@ def test_several_problems_are_all_reported_one_line_each(workdir, capsys):
         "  lr: {float: [1.0, 0.1]}\n"
         "  m: {int: [0, 4], log: true}\n"
     )
-    code, out, err = run_main(["run", "bad_specs/several.yaml"], capsys)
+    code, _, err = run_main(["run", "bad_specs/several.yaml"], capsys)
     lines = err.strip().splitlines()
     assert code == 2 and "Traceback" not in err
     assert len(lines) == 5, err
@@ -169,7 +169,7 @@ def test_bad_spec_from_a_real_process(case: str, workdir):
 
 
 def test_missing_dataset_says_where_it_looked_and_how_to_get_it(workdir, capsys):
-    code, out, err = run_main(["validate", "bad_specs/builtin_dataset_files_missing.yaml"], capsys)
+    code, _, err = run_main(["validate", "bad_specs/builtin_dataset_files_missing.yaml"], capsys)
     line = assert_one_line(code, err, "no data under", workdir)
     assert str(workdir / "empty_data" / "cifar-10-batches-py") in line  # the absolute path it looked in
     assert "download: true" in line  # how to get it

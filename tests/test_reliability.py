@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -19,7 +20,7 @@ import yaml
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.reporter import Reporter
-from hpsearch.storage import redact
+from hpsearch.storage import open_storage, redact
 from hpsearch.trial import COMPLETE, FAILED, run_trial
 from tests.conftest import ROOT, cli
 from tests.fixtures.faulty import crash, oom
@@ -47,29 +48,32 @@ def trials_of(tmp_path: Path, study: str) -> list[FrozenTrial]:
     db = tmp_path / "runs" / study / "study.db"
     if not db.exists():
         return []
-    try:
-        return optuna.load_study(study_name=study, storage=f"sqlite:///{db}").get_trials()
+    try:  # open_storage retries while the run is still creating the file's tables
+        storage = open_storage(f"sqlite:///{db}", create=False, heartbeat=False)
+        return optuna.load_study(study_name=study, storage=storage).get_trials()
     except KeyError:  # the study row is not written yet
         return []
 
 
-def wait_for(what: Callable[[], bool], timeout: float, proc: subprocess.Popen | None = None) -> None:
+def wait_for(what: Callable[[], Any], timeout: float, proc: subprocess.Popen | None = None) -> Any:
+    """The first truthy value of ``what()``."""
     end = time.monotonic() + timeout
-    while not what():
+    while not (found := what()):
         if proc is not None and proc.poll() is not None:
             raise AssertionError(f"process ended early: {proc.communicate()}")
         if time.monotonic() > end:
             raise AssertionError("timed out")
         time.sleep(0.1)
+    return found
 
 
-def mid_trial(tmp_path: Path, study: str, done: int = 1) -> Callable[[], bool]:
-    """True once ``done`` trials finished and another has reported at least one epoch."""
+def mid_trial(tmp_path: Path, study: str, done: int = 1) -> Callable[[], FrozenTrial | None]:
+    """A trial that has reported at least one epoch and is still running, once ``done`` trials finished."""
 
-    def check() -> bool:
+    def check() -> FrozenTrial | None:
         trials = trials_of(tmp_path, study)
         running = [t for t in trials if t.state == TrialState.RUNNING and t.intermediate_values]
-        return sum(t.state in FINISHED for t in trials) >= done and bool(running)
+        return running[0] if running and sum(t.state in FINISHED for t in trials) >= done else None
 
     return check
 
@@ -116,13 +120,12 @@ def test_kill_9_of_the_run_mid_trial_then_rerun_keeps_done_trials_and_retries_th
 
 
 def test_kill_9_of_one_worker_process_fails_its_trial_and_the_study_still_meets_its_budget(write_spec, tmp_path):
-    # Unseeded: two slots seeded alike sample the same configs, which would hide a missing retry.
+    # Unseeded: with one seed, two slots may sample the same configs, and a retry would be hard to tell apart.
     spec = write_spec(SLOW_SPEC.replace("{trials}", "5").replace("{{name: random, seed: 0}}", "random"))
     proc = start_run(spec, "--workers", "2")
-    wait_for(mid_trial(tmp_path, "slow"), 90, proc)
-    victim = next(t for t in trials_of(tmp_path, "slow") if t.state == TrialState.RUNNING and t.intermediate_values)
+    victim = wait_for(mid_trial(tmp_path, "slow"), 90, proc)
     os.kill(int(victim.user_attrs["worker"].rsplit(":", 1)[1]), signal.SIGKILL)
-    out, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
 
     again = cli("run", str(spec), "--quiet", "--workers", "2", env=FAST_HEARTBEAT)  # nothing left to do
@@ -133,10 +136,8 @@ def test_kill_9_of_one_worker_process_fails_its_trial_and_the_study_still_meets_
     assert dead.state == TrialState.FAIL and "killed by SIGKILL" in dead.user_attrs["reason"]
     assert len(by_state(trials, *FINISHED)) == 5
     assert not by_state(trials, TrialState.RUNNING)
-    retried = [t for t in by_state(trials, TrialState.COMPLETE) if t.params == victim.params]
-    if not retried:
-        pytest.xfail("workers.fail_trials_of fails a dead slot's trial without queuing its config again "
-                     "(hpsearch.storage.fail_and_retry does both; owner: workers.py)")
+    (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == victim.number]
+    assert retry.params == victim.params and retry.state == TrialState.COMPLETE
 
 
 # ---------------------------------------------------------------------------- Ctrl-C
@@ -147,7 +148,7 @@ def test_ctrl_c_marks_the_running_trial_interrupted_exits_130_and_says_how_to_re
     proc = start_run(spec)
     wait_for(mid_trial(tmp_path, "slow"), 60, proc)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "Traceback" not in err
     assert f"to resume, run the same command again: hpsearch run {spec} --quiet" in err
@@ -311,7 +312,7 @@ def test_storage_password_is_never_printed(write_spec, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_password_is_redacted_in_run_output_trials_and_export_provenance(write_spec, tmp_path, postgres_url):
+def test_password_is_redacted_in_run_output_trials_and_export_provenance(write_spec, tmp_path, postgres_url):  # noqa: F811
     """A real PostgreSQL server (trust auth, so any password is accepted and must still never show)."""
     study = f"secret-{uuid.uuid4().hex[:8]}"
     url = postgres_url.replace("postgresql://postgres@", "postgresql://postgres:s3cr3t-pw@")
