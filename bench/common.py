@@ -3,7 +3,7 @@
 Each script writes bench/results/<name>.json (gitignored) with the keys below; run_all.py
 renders BENCHMARKS.md from those files only, so every figure there has a rerunnable source.
 
-    name, title, command, date, machine, smoke, goal, goal_met, figures, table, notes
+    name, title, headline, command, date, duration_s, machine, smoke, goal, goal_met, figures, table, notes
 
 Timings on a shared machine are noisy, so figures are ratios of variants measured side by
 side in one run: A, B, A, B, ... and the median of each.
@@ -129,6 +129,7 @@ def write_result(
     name: str,
     title: str,
     *,
+    headline: str,
     smoke: bool,
     goal: str,
     goal_met: bool | None,
@@ -141,6 +142,7 @@ def write_result(
     result = {
         "name": name,
         "title": title,
+        "headline": headline,  # one line for BENCHMARKS.md's summary table
         "command": command(),
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - started, 1) if started is not None else None,

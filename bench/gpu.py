@@ -213,8 +213,10 @@ def main(argv: list[str] | None = None) -> None:
         "fastest_over_fp32_plain": results[fastest]["samples_per_s"] / slowest_default["samples_per_s"] if slowest_default else None,
     }
     notes = [f"Fastest: {fastest}." + (f" {figures['fastest_over_fp32_plain']:.2f}x the fp32, NCHW, eager step." if slowest_default else "")]
+    best = results[fastest]
+    headline = f"fastest {fastest}: {best['samples_per_s']:.0f} samples/s" + (f", MFU {100 * best['mfu']:.0f}%" if best["mfu"] else "")
     write_result(
-        args.out, "gpu", f"GPU training step ({args.model}, synthetic 3x32x32, batch {args.batch_size})", smoke=args.smoke,
+        args.out, "gpu", f"GPU training step ({args.model}, synthetic 3x32x32, batch {args.batch_size})", headline=headline, smoke=args.smoke,
         goal="(no target) samples/s, GPU-busy share and MFU per setting", goal_met=None, figures=figures,
         table={"columns": ["amp", "channels_last", "compile", "samples/s", "ms/step", "GPU busy", "TFLOP/s", "MFU", "compile s"], "rows": rows},
         notes=notes, started=started,

@@ -186,8 +186,11 @@ def main(argv: list[str] | None = None) -> None:
         f"(reporter, trial attributes, tracker, other) {hp_own:.0f} ms of {b:.0f} ms.",
         "Windows: median of the gaps between consecutive trial ends (ms); split columns: mean ms per trial.",
     ]
+    ops = [figures[f"at_{k}"]["optuna_ms_per_trial"] for k in windows]
+    headline = (f"{a:.0f} ms per trial at ~{small} trials, {b:.0f} ms at ~{large} "
+                f"(Optuna script: {ops[0]:.0f} and {ops[1]:.0f} ms); sampler {last['sampler']:.0f} ms of it at ~{large}")
     write_result(
-        args.out, "growth", "Growth: overhead per trial at ~100 and ~1,000 trials", smoke=args.smoke,
+        args.out, "growth", "Growth: overhead per trial at ~100 and ~1,000 trials", headline=headline, smoke=args.smoke,
         goal="(no target) report the overhead per trial and where it goes", goal_met=None, figures=figures,
         table={"columns": ["window", "hpsearch ms/trial", "Optuna script ms/trial", "ratio", *CATEGORIES], "rows": rows},
         notes=notes, started=started,

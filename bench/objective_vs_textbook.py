@@ -226,8 +226,12 @@ def main(argv: list[str] | None = None) -> None:
         "speed-up (wall): the whole call incl. data loading, model build and evaluation, against the faster textbook wall time.",
         f"data-only: one training epoch of batches with no model, textbook (workers={args.workers[0]}) / hpsearch, in seconds.",
     ]
+    speedups = [f["speedup_train"] for f in figures.values()]
+    diffs = [f["max_acc_diff_points"] for f in figures.values()]
+    headline = (f"training samples/s {min(speedups):.2f}x to {max(speedups):.2f}x the faster textbook loop; "
+                f"val accuracy within {max(diffs):.1f} points")
     write_result(
-        args.out, "objective_vs_textbook", "Objective vs textbook PyTorch loop (CPU)", smoke=args.smoke,
+        args.out, "objective_vs_textbook", "Objective vs textbook PyTorch loop (CPU)", headline=headline, smoke=args.smoke,
         goal="≥ 2× the textbook loop's training samples/s on CPU; final val accuracy within 1 point",
         goal_met=(agree and all(fast)) if not args.smoke else None,
         figures={**figures, "accuracy_within_1_point": agree, "repeats": args.repeats, "threads": args.threads},

@@ -88,8 +88,11 @@ def main(argv: list[str] | None = None) -> None:
         "best val acc: the best completed trial's final val_acc. The validation split has 144 images, so one image is 0.69 points.",
         "Goal met when a pruner trains at most 1/3 of the epochs of `none` with a best accuracy at most 0.5 points lower.",
     ]
+    headline = "; ".join(
+        f"{n}: {figures[n]['epochs_share']:.2f} of the epochs, best acc {figures[n]['acc_diff_points']:+.2f} points" for n in PRUNERS[1:]
+    )
     write_result(
-        args.out, "pruning", "Pruning: epochs trained vs best accuracy", smoke=args.smoke,
+        args.out, "pruning", "Pruning: epochs trained vs best accuracy", headline=headline, smoke=args.smoke,
         goal="≤ 1/3 of the epochs of no pruning, best val accuracy within 0.5 points",
         goal_met=any(met) if not args.smoke else None, figures=figures,
         table={"columns": ["pruner", "epochs trained", "share of none", "pruned trials", "best val acc %", "vs none (points)", "wall s"], "rows": rows},

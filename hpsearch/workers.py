@@ -266,8 +266,9 @@ def work(spec: Spec, quiet: bool = False, announce: bool = True, deadline: float
     objective = load_objective(spec.objective, spec.base_dir)
     apply_threads()
     lock = ClaimLock(spec.storage_url, spec.study)
+    salt = int(hashlib.sha256(WORKER_ID.encode()).hexdigest()[:6], 16)  # per process: no two draw the same samples
     with lock.held():  # creating the study under the lock enqueues warm starts once
-        study = open_study(spec)
+        study = open_study(spec, seed_salt=salt)
     spec.study_dir.mkdir(parents=True, exist_ok=True)
     progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
     refresh(progress, study, spec)

@@ -85,8 +85,11 @@ def build_pruner(spec: Spec) -> optuna.pruners.BasePruner:
 # ---------------------------------------------------------------------------- study
 
 
-def open_study(spec: Spec, create: bool = True, heartbeat: bool = True) -> optuna.Study:
-    """Create the study or load it (resume); warm starts are enqueued only on creation."""
+def open_study(spec: Spec, create: bool = True, heartbeat: bool = True, seed_salt: int = 0) -> optuna.Study:
+    """Create the study or load it (resume); warm starts are enqueued only on creation.
+
+    ``seed_salt`` tells processes sharing one study apart: with the same seed they would all
+    draw the same random start-up configs."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     storage = open_storage(spec.storage_url, create=create, heartbeat=heartbeat)
     existing = {s.study_name: s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
@@ -95,7 +98,7 @@ def open_study(spec: Spec, create: bool = True, heartbeat: bool = True) -> optun
     offset = existing[spec.study].n_trials if spec.study in existing else 0
     study = optuna.create_study(
         storage=storage,
-        sampler=build_sampler(spec, offset),
+        sampler=build_sampler(spec, offset + seed_salt),
         pruner=build_pruner(spec),
         study_name=spec.study,
         directions=spec.directions,

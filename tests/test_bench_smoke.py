@@ -1,0 +1,68 @@
+"""Every bench script runs in its tiny --smoke mode and writes the JSON that BENCHMARKS.md is built from.
+
+No timing assertions: smoke figures are meaningless by design. The scripts run in this
+process (one torch/optuna import for all of them) with bench/ on sys.path, as
+`python bench/x.py` has it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KEYS = {"name", "title", "headline", "command", "date", "duration_s", "machine", "smoke", "goal", "goal_met", "figures", "table", "notes"}
+MACHINE_KEYS = {"nproc", "cpu", "torch", "optuna", "ray", "load_avg_1_5_15"}
+# script -> figures a reader of BENCHMARKS.md needs from it
+FIGURES = {
+    "objective_vs_textbook": {"digits_mlp", "accuracy_within_1_point"},
+    "orchestration": {"hpsearch_over_optuna", "hpsearch_ms_per_trial", "optuna_ms_per_trial", "cli_fixed_startup_s"},
+    "pruning": {"none", "median", "hyperband"},
+    "parallel_slots": {"trials_per_hour_1_slot", "trials_per_hour_2_slots", "speedup"},
+    "growth": {"growth_ratio"},
+    "gpu": {"combinations", "fastest"},
+}
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(ROOT / "bench"))
+    yield lambda name: importlib.import_module(name)
+    sys.path.remove(str(ROOT / "bench"))
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_smoke_run_writes_its_result(bench, tmp_path, monkeypatch, name):
+    monkeypatch.chdir(tmp_path)  # nothing may land in the working tree
+    bench(name).main(["--smoke", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / f"{name}.json").read_text())
+    assert KEYS <= set(result), KEYS - set(result)
+    assert MACHINE_KEYS <= set(result["machine"])
+    assert result["smoke"] is True and result["name"] == name
+    assert FIGURES[name] <= set(result["figures"]), FIGURES[name] - set(result["figures"])
+    assert result["table"]["rows"] and all(len(row) == len(result["table"]["columns"]) for row in result["table"]["rows"])
+
+
+def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):
+    run_all = bench("run_all")
+    fake = {
+        "name": "pruning", "title": "Pruning: epochs trained vs best accuracy", "headline": "median: 0.31 of the epochs",
+        "command": ".venv/bin/python bench/pruning.py", "date": "2026-01-01T00:00:00+00:00", "duration_s": 12.0,
+        "machine": {"nproc": 2, "cpu": "AMD EPYC", "gpu": None, "python": "3.11", "torch": "2", "optuna": "5", "ray": "2",
+                    "load_avg_1_5_15": [1.0, 1.0, 1.0]},
+        "smoke": False, "goal": "≤ 1/3 of the epochs", "goal_met": True, "figures": {},
+        "table": {"columns": ["pruner", "epochs"], "rows": [["median", "93"]]}, "notes": ["a note"],
+    }
+    (tmp_path / "pruning.json").write_text(json.dumps(fake))
+    (tmp_path / "growth.json").write_text(json.dumps({**fake, "name": "growth", "smoke": True}))  # smoke: never rendered
+    out = tmp_path / "BENCHMARKS.md"
+    assert run_all.main(["--render-only", "--results", str(tmp_path), "--output", str(out)]) == 0
+    text = out.read_text()
+    assert "median: 0.31 of the epochs" in text and "| median | 93 |" in text and "AMD EPYC" in text
+    assert "**Not run**: no GPU" in text
+    growth = text.split("## growth", 1)[1]
+    assert growth.lstrip().startswith("Not run yet")
