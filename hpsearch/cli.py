@@ -216,10 +216,10 @@ def add_scale_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from hpsearch.workers import run_worker
+    from hpsearch.workers import machine_salt, run_worker
 
     spec = load(args)
-    summary = run_worker(spec, quiet=args.quiet)
+    summary = run_worker(spec, quiet=args.quiet, seed_salt=machine_salt())
     print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; "
           f"this worker ran {summary.ran}; best {summary.best}")
     if summary.stopped_early:

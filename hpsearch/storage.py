@@ -97,8 +97,13 @@ def open_storage(url: str, create: bool = True, heartbeat: bool = True) -> Any:
                 }
             return _create(engine_url(url), engine_kwargs, extra, retries=5 if path is not None else 0)
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, ImportError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"storage: cannot open {redact(url)}: {redact(first)}") from None
+        raise cannot_open(url, exc) from None
+
+
+def cannot_open(url: str, exc: BaseException) -> UserError:
+    """One line naming the storage, password removed, for any failure to reach it."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return UserError(f"storage: cannot open {redact(url)}: {redact(first)}")
 
 
 def _checked_env(name: str, value: int) -> None:

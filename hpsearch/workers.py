@@ -46,9 +46,10 @@ from hpsearch.backends.optuna import (
     FINISHED,
     Summary,
     TrialFailed,
+    announce as announce_start,
     best_text,
     open_study,
-    sampler_name,
+    settle_silent,
     trial_function,
     trial_value_text,
 )
@@ -58,6 +59,8 @@ from hpsearch.progress import Progress
 from hpsearch.spec import Resources, Spec, parse_space, validate_schema
 from hpsearch.storage import (
     HEARTBEAT_S,
+    cannot_open,
+    open_storage,
     engine_url,
     fail_and_retry,
     redact,
@@ -170,7 +173,7 @@ class ClaimLock:
         self.path = sqlite_path(url)
         self.dialect = url.split(":", 1)[0].split("+", 1)[0]
         if self.path is None and self.dialect not in ("postgresql", "postgres"):
-            raise UserError(f"storage {redact(url)}: several workers on one study need sqlite or postgresql storage")
+            raise UserError(f"storage: cannot open {redact(url)}: hpsearch stores studies in sqlite:///PATH or postgresql://USER:PW@HOST/DB")
         self._engine: Any = None
         # PostgreSQL advisory locks take a 64-bit key; one per study name.
         self.key = int.from_bytes(hashlib.blake2b(f"hpsearch:{study}".encode(), digest_size=8).digest(), "big", signed=True)
@@ -203,7 +206,11 @@ class ClaimLock:
 
         if self._engine is None:
             self._engine = sqlalchemy.create_engine(engine_url(self.url), pool_size=1, pool_pre_ping=True)
-        with self._engine.connect() as conn:
+        try:
+            connection = self._engine.connect()
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            raise cannot_open(self.url, exc) from None
+        with connection as conn:
             conn = conn.execution_options(isolation_level="AUTOCOMMIT")
             conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": self.key})  # released if the connection drops
             try:
@@ -261,23 +268,26 @@ class WorkState:
 STATE = WorkState()
 
 
-def work(spec: Spec, quiet: bool = False, announce: bool = True, deadline: float | None = None) -> Summary:
-    """Claim and run trials until completed + pruned reaches ``budget.trials`` (or time, failures, a stop)."""
+def work(spec: Spec, quiet: bool = False, announce: bool = True, deadline: float | None = None, seed_salt: int = 0) -> Summary:
+    """Claim and run trials until completed + pruned reaches ``budget.trials`` (or time, failures, a stop).
+
+    ``announce``: print the first line and each trial's end (a slot leaves that to its parent).
+    ``seed_salt``: shifts the sampler seed, so processes sharing a study draw different samples."""
     objective = load_objective(spec.objective, spec.base_dir)
     apply_threads()
+    STATE.stop_requested = False  # a previous study in this process may have stopped
+    open_storage(spec.storage_url)  # reach the storage before the lock writes beside it: a bad URL is one line, nothing written
     lock = ClaimLock(spec.storage_url, spec.study)
-    salt = int(hashlib.sha256(WORKER_ID.encode()).hexdigest()[:6], 16)  # per process: no two draw the same samples
     with lock.held():  # creating the study under the lock enqueues warm starts once
-        study = open_study(spec, seed_salt=salt)
+        study = open_study(spec, seed_salt=seed_salt)
     spec.study_dir.mkdir(parents=True, exist_ok=True)
     progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
-    refresh(progress, study, spec)
     if announce:
-        progress.print(
-            f"{spec.study}: worker {WORKER_ID} joining at {progress.counts.done}/{spec.budget.trials} trials, "
-            f"sampler {sampler_name(spec)}, pruner {spec.pruner.name}, storage {redact(spec.storage_url)}"
-        )
-    fn = trial_function(spec, objective, progress, _Started())  # type: ignore[arg-type]
+        settle_silent(study, progress)  # a killed earlier run's trial: failed with a reason, its config queued first
+    refresh(progress, study, spec)
+    if announce and not announce_start(progress, spec, progress.counts.done):
+        return summary(study, spec, 0, None)
+    fn = trial_function(spec, objective, progress)
     ran, failures_in_a_row, stopped_early = 0, 0, None
     limit = spec.budget.max_failures
     with progress:
@@ -305,34 +315,38 @@ def work(spec: Spec, quiet: bool = False, announce: bool = True, deadline: float
     return summary(study, spec, ran, stopped_early)
 
 
-class _Started:
-    """trial_function's tracker hook; the worker counts from storage instead."""
-
-    def started(self) -> None:
-        pass
-
-
 def run_claimed(study: optuna.Study, trial: optuna.Trial, fn: Any) -> FrozenTrial:
     """Run one claimed trial and record its end state, exactly as study.optimize would."""
     beat = Heartbeat(study._storage, trial._trial_id)
+    values, state = None, TrialState.COMPLETE
     try:
         try:
             values = fn(trial)
         except optuna.TrialPruned:
-            study.tell(trial, state=TrialState.PRUNED)
+            state = TrialState.PRUNED
         except TrialFailed:
-            study.tell(trial, state=TrialState.FAIL)
+            state = TrialState.FAIL
         except KeyboardInterrupt:
-            study.tell(trial, state=TrialState.FAIL)
+            tell(study, trial, TrialState.FAIL)
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. a storage error while sampling: the trial fails, the worker goes on
             trial.set_user_attr("reason", f"failed: {type(exc).__name__}: {exc}".strip())
-            study.tell(trial, state=TrialState.FAIL)
-        else:
-            study.tell(trial, values)
+            state = TrialState.FAIL
+        tell(study, trial, state, values)
     finally:
         beat.stop()
     return study._storage.get_trial(trial._trial_id)
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, state: TrialState, values: Any = None) -> None:
+    """study.tell outside study.optimize. A sampler that asks the study to stop there (GridSampler,
+    once every grid point ran) raises instead; the trial is recorded by then, so stop claiming."""
+    try:
+        study.tell(trial, values, state=state)
+    except RuntimeError as exc:
+        if "Study.stop" not in str(exc):
+            raise
+        STATE.stop_requested = True
 
 
 def apply_threads() -> None:
@@ -365,13 +379,19 @@ def summary(study: optuna.Study, spec: Spec, ran: int, stopped_early: str | None
 # ---------------------------------------------------------------------------- slots: the parent
 
 
-def run_worker(spec: Spec, quiet: bool = False) -> Summary:
-    """``hpsearch worker``: join the study in spec's storage with this machine's slots."""
+def run_worker(spec: Spec, quiet: bool = False, seed_salt: int = 0) -> Summary:
+    """``hpsearch run`` / ``hpsearch worker``: work on the study with this machine's slots, in this
+    process when there is one slot."""
     slots = slots_for(spec)
     if in_process(slots, spec):
         deadline = time.time() + spec.budget.timeout if spec.budget.timeout else None
-        return work(spec, quiet=quiet, deadline=deadline)
+        return work(spec, quiet=quiet, deadline=deadline, seed_salt=seed_salt)
     return run_slots(spec, slots, quiet)
+
+
+def machine_salt() -> int:
+    """``hpsearch worker`` on several machines: a seed shift of its own for each process."""
+    return int(hashlib.sha256(WORKER_ID.encode()).hexdigest()[:6], 16)
 
 
 @dataclass
@@ -458,13 +478,8 @@ def run_slots(spec: Spec, slots: list[Slot], quiet: bool = False) -> Summary:
     progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
     trials = refresh(progress, study, spec)
     done = progress.counts.done
-    if done >= spec.budget.trials:
-        progress.print(f"{spec.study}: budget reached ({done}/{spec.budget.trials} trials finished); raise budget.trials to continue")
+    if not announce_start(progress, spec, done, f" in {len(slots)} slots"):
         return summary(study, spec, 0, None)
-    progress.print(
-        f"{spec.study}: {'resuming at' if done else 'starting'} {done}/{spec.budget.trials} trials in {len(slots)} slots, "
-        f"sampler {sampler_name(spec)}, pruner {spec.pruner.name}, storage {redact(spec.storage_url)}"
-    )
     for slot in slots:
         progress.print(f"  {slot.label()}")
     deadline = time.time() + spec.budget.timeout if spec.budget.timeout else None
@@ -637,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = spec_from_json(os.environ[SPEC_ENV], args.path)
     deadline = float(os.environ[DEADLINE_ENV]) if os.environ.get(DEADLINE_ENV) else None
     try:
-        result = work(spec, quiet=args.quiet, announce=False, deadline=deadline)
+        result = work(spec, quiet=args.quiet, announce=False, deadline=deadline, seed_salt=1_000_003 * (args.slot + 1))
     except KeyboardInterrupt:
         return 130
     if result.stopped_early:

@@ -11,7 +11,6 @@ import optuna
 from optuna.trial import TrialState
 
 from hpsearch.errors import UserError
-from hpsearch.objective import load_objective
 from hpsearch.progress import Progress
 from hpsearch.reporter import PruneHook, Reporter
 from hpsearch.spec import Spec
@@ -127,40 +126,26 @@ def count(study: optuna.Study, *states: TrialState) -> int:
 
 
 def run(spec: Spec, quiet: bool = False) -> Summary:
-    """Run the study until ``budget.trials`` trials have finished (completed or pruned)."""
+    """Run the study until ``budget.trials`` trials have finished (completed or pruned).
+
+    One slot runs trials in this process; several (--workers, GPUs) run as processes. Either
+    way each trial is claimed under the study's lock (workers.py), so the budget ends exactly
+    even when other processes or machines work on the same study."""
     from hpsearch import workers
 
-    # Several slots (--workers, GPUs): one process per slot, see workers.py.
-    slots = workers.slots_for(spec)
-    if not workers.in_process(slots, spec):
-        return workers.run_slots(spec, slots, quiet)
-    objective = load_objective(spec.objective, spec.base_dir)
-    study = open_study(spec)
-    spec.study_dir.mkdir(parents=True, exist_ok=True)
-    progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
-    settle_silent(study, progress)  # a killed earlier run's trial: failed with a reason, its config queued again
-    tracker = Tracker(study, spec, progress)
-    remaining = spec.budget.trials - tracker.counts.done
-    if remaining <= 0:
-        progress.print(f"{spec.study}: budget reached ({tracker.counts.done}/{spec.budget.trials} trials finished); raise budget.trials to continue")
-        return tracker.summary(0)
+    return workers.run_worker(spec, quiet)
+
+
+def announce(progress: Progress, spec: Spec, done: int, where: str = "") -> bool:
+    """The run's first line; False (and a line saying so) when the budget is already spent."""
+    if done >= spec.budget.trials:
+        progress.print(f"{spec.study}: budget reached ({done}/{spec.budget.trials} trials finished); raise budget.trials to continue")
+        return False
     progress.print(
-        f"{spec.study}: {'resuming at' if tracker.counts.done else 'starting'} {tracker.counts.done}/{spec.budget.trials} trials, "
+        f"{spec.study}: {'resuming at' if done else 'starting'} {done}/{spec.budget.trials} trials{where}, "
         f"sampler {sampler_name(spec)}, pruner {spec.pruner.name}, storage {redact(spec.storage_url)}"
     )
-    fn, own = trial_function(spec, objective, progress, tracker), []
-
-    def owned(trial: optuna.Trial) -> float | list[float]:
-        own.append(trial._trial_id)
-        return fn(trial)
-
-    with progress:
-        try:
-            study.optimize(owned, timeout=spec.budget.timeout, catch=(TrialFailed,), callbacks=[tracker.after_trial])
-        except KeyboardInterrupt:
-            fail_running(study, own, "interrupted")
-            raise
-    return tracker.summary(tracker.ran)
+    return True
 
 
 def fail_stale_trials(study: optuna.Study) -> None:
@@ -191,26 +176,10 @@ def settle_silent(study: optuna.Study, progress: Progress) -> None:
         time.sleep(0.5)
 
 
-def fail_running(study: optuna.Study, trial_ids: list[int], reason: str) -> None:
-    """Ctrl-C can land outside the objective (sampling, storage writes): end what is still RUNNING."""
-    import signal
-    import threading
+def trial_function(spec: Spec, objective: Any, progress: Progress) -> Any:
+    """The trial body: sample, run the objective, record; raises TrialPruned / TrialFailed like study.optimize expects."""
 
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None  # a second Ctrl-C must not cut this short
-    try:
-        for trial_id in trial_ids:
-            if study._storage.get_trial(trial_id).state == TrialState.RUNNING:
-                study._storage.set_trial_user_attr(trial_id, "reason", reason)
-                study._storage.set_trial_state_values(trial_id, TrialState.FAIL)
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, previous)
-
-
-def trial_function(spec: Spec, objective: Any, progress: Progress, tracker: Tracker) -> Any:
     def fn(trial: optuna.Trial) -> float | list[float]:
-        tracker.started()
         config = spec.config_for(spec.tree.suggest(trial))
         trial.set_user_attr("config", config)
         reporter = Reporter(
@@ -258,53 +227,6 @@ def record(trial: optuna.Trial, outcome: Outcome, reporter: Reporter) -> None:
         return
     for key, value in attrs.items():
         trial.set_user_attr(key, value)
-
-
-class Tracker:
-    """Counts for the progress line; stops the study after too many failures in a row."""
-
-    def __init__(self, study: optuna.Study, spec: Spec, progress: Progress):
-        self.study, self.spec, self.progress = study, spec, progress
-        self.counts = progress.counts
-        self.counts.done = count(study, *FINISHED)
-        self.counts.pruned = count(study, TrialState.PRUNED)
-        self.counts.failed = count(study, TrialState.FAIL)
-        self.counts.best = best_text(study, spec)
-        self.ran = 0
-        self.failures_in_a_row = 0
-        self.stopped_early: str | None = None
-
-    def started(self) -> None:
-        self.ran += 1
-        self.counts.running = 1
-        self.progress.refresh()
-
-    def after_trial(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        self.counts.running = 0
-        trials = study.get_trials(deepcopy=False)  # from storage: other processes may share the study
-        states = [t.state for t in trials]
-        self.counts.done = sum(state in FINISHED for state in states)
-        elsewhere = states.count(TrialState.RUNNING)  # this process's trial has ended: these run in other processes
-        if trial.state in FINISHED:
-            self.failures_in_a_row = 0
-        if trial.state == TrialState.PRUNED:
-            self.counts.pruned += 1
-        if trial.state == TrialState.FAIL:
-            self.counts.failed += 1
-            self.failures_in_a_row += 1
-        self.counts.best = best_text(study, self.spec, trials)
-        value = trial_value_text(trial, self.spec)
-        self.progress.trial(trial.number, trial.user_attrs.get("reason", trial.state.name.lower()), value, trial.params)
-        limit = self.spec.budget.max_failures
-        if self.counts.done + elsewhere >= self.spec.budget.trials:
-            study.stop()
-        elif limit is not None and self.failures_in_a_row >= limit:
-            self.stopped_early = f"{self.failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {trial.user_attrs.get('reason')}"
-            study.stop()
-
-    def summary(self, ran: int) -> Summary:
-        c = self.counts
-        return Summary(self.spec.study, redact(self.spec.storage_url), c.done, c.pruned, c.failed, ran, c.best, self.stopped_early)
 
 
 def trial_value_text(trial: optuna.trial.FrozenTrial, spec: Spec) -> str:
