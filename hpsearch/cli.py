@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import contextlib
 import json
 import shlex
@@ -325,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
         for line in exc.lines:
             print(f"error: {line}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `hpsearch trials SPEC | head`: the reader left, which is fine
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more may reach the closed pipe at exit
+        return 0
     except KeyboardInterrupt:
         again = shlex.join(["hpsearch", *(sys.argv[1:] if argv is None else argv)])
         done = 'running trials were marked failed (reason "interrupted"); ' if studies else ""
