@@ -300,6 +300,8 @@ def work(spec: Spec, quiet: bool = False, announce: bool = True, deadline: float
                     time.sleep(WAIT_S)
                     continue
                 ran += 1
+                progress.counts.running += 1  # this process's trial; the next refresh reads them all from storage
+                progress.refresh()
                 frozen = run_claimed(study, trial, fn)
                 failures_in_a_row = failures_in_a_row + 1 if frozen.state == TrialState.FAIL else 0
                 if announce:
