@@ -95,7 +95,7 @@ def open_storage(url: str, create: bool = True, heartbeat: bool = True) -> Any:
                     "grace_period": GRACE_S,
                     "heartbeat_stale_trial_callback": RetryStale(max_retry=MAX_RETRY),
                 }
-            return _create(engine_url(url), engine_kwargs, extra, retries=5 if path is not None else 0)
+            return _create(engine_url(url), engine_kwargs, extra, sqlite=path is not None)
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, ImportError, ValueError) as exc:
         raise cannot_open(url, exc) from None
 
@@ -112,14 +112,17 @@ def _checked_env(name: str, value: int) -> None:
         raise UserError(f"{name}={text!r}: expected a whole number of seconds > 0")
 
 
-def _create(url: str, engine_kwargs: dict[str, Any], extra: dict[str, Any], retries: int) -> Any:
-    """Processes that open a new SQLite file at the same moment race to create its tables: retry."""
+def _create(url: str, engine_kwargs: dict[str, Any], extra: dict[str, Any], sqlite: bool) -> Any:
+    """Processes that open a new database at the same moment race to create its tables: retry.
+    (SQLite says so with "database is locked", PostgreSQL with a unique violation.)"""
     import sqlalchemy.exc
 
+    retries = 5
+    racing = (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) if sqlite else (sqlalchemy.exc.IntegrityError,)
     for attempt in range(retries + 1):
         try:
             return HeartbeatStorage(url, engine_kwargs=engine_kwargs, **extra)
-        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError):
+        except racing:
             if attempt == retries:
                 raise
             time.sleep(0.2 * (attempt + 1))
