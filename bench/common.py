@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -116,7 +116,7 @@ def ratio(a: float, b: float) -> float:
 
 
 class Timer:
-    def __enter__(self) -> Timer:
+    def __enter__(self) -> Self:
         self.start = time.perf_counter()
         return self
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from common import median, parser, write_result
+from common import parser, write_result
 
 # Dense peak TFLOP/s by GPU name fragment (vendor datasheets, no sparsity): bf16/fp16 tensor, tf32 tensor.
 PEAK_TFLOPS: dict[str, dict[str, float]] = {

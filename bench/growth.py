@@ -2,12 +2,13 @@
 
 One study of `--trials` trivial trials (tests/fixtures/toy.py, 1-3 epochs, TPE + median
 pruner, default SQLite storage) runs in-process; timers wrapped around hpsearch's own steps
-split each trial's wall time into: sampler (Optuna TPE, through Space.suggest), pruner
-(trial.report + should_prune), reporter (TensorBoard events, history), trial attributes
-(the user_attrs written per trial), tracker (progress counts, best so far), objective, and
-Optuna's trial lifecycle (create, heartbeat, stale-trial check, tell). A hand-written Optuna
+split each trial's wall time into: claim (lock, stale-trial check, study.ask, first
+heartbeat), sampler (Optuna TPE, through Space.suggest), pruner (trial.report +
+should_prune), reporter (TensorBoard events, history), trial attributes (the user_attrs
+written per trial), progress (counts and best so far, read from storage), objective, other
+hpsearch steps, and the rest of the trial's lifecycle (heartbeat thread, tell, re-read). A hand-written Optuna
 script on the same space, sampler and pruner runs the same number of trials for comparison,
-interleaved (hpsearch, Optuna) per repeat.
+each run in a fresh interpreter, interleaved (hpsearch, Optuna) per repeat.
 
     .venv/bin/python bench/growth.py                       # 1000 trials, windows at 100 and 950
     .venv/bin/python bench/growth.py --smoke
@@ -15,9 +16,12 @@ interleaved (hpsearch, Optuna) per repeat.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import io
+import itertools
+import json
 import tempfile
 import time
 from collections import defaultdict
@@ -26,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from common import Timer, interleave, median, parser, ratio, write_result
-from orchestration import run_optuna, write_spec
+from orchestration import in_child, run_optuna, write_spec
 
-CATEGORIES = ("sampler", "pruner", "reporter", "trial_attrs", "tracker", "objective", "other_hpsearch", "optuna_lifecycle")
+CATEGORIES = ("claim", "sampler", "pruner", "reporter", "trial_attrs", "progress", "objective", "other_hpsearch", "lifecycle")
 
 
 class Clock:
@@ -53,31 +57,37 @@ class Clock:
     def split(self, number: int) -> dict[str, float]:
         r = self.raw[number]
         parts = {
+            "claim": r["claim"],
             "sampler": r["suggest"],
             "pruner": r["prune"],
             "reporter": r["report"] - r["prune"] + r["close"],
             "trial_attrs": r["record"],
-            "tracker": r["after_trial"],
+            "progress": r["refresh"],
             "objective": r["run_trial"] - r["report"],
         }
         parts["other_hpsearch"] = r["fn"] - r["suggest"] - r["run_trial"] - r["record"] - r["close"]
-        parts["optuna_lifecycle"] = r["interval"] - r["fn"] - r["after_trial"]
+        parts["lifecycle"] = r["interval"] - r["claim"] - r["fn"] - r["refresh"]
         return parts
 
 
 @contextlib.contextmanager
 def instrumented(clock: Clock):
-    """Wrap hpsearch's per-trial steps with timers; undone on exit."""
+    """Wrap the steps of hpsearch's trial loop (hpsearch.workers.work) with timers; undone on exit.
+
+    claim: file lock, stale-trial check, count, study.ask, first heartbeat, worker attribute.
+    lifecycle: the rest of a trial's gap: heartbeat thread, study.tell, re-reading the trial, its line.
+    """
     import hpsearch.backends.optuna as hb
+    import hpsearch.workers as hw
     from hpsearch.reporter import Reporter
     from hpsearch.space import Space
 
     saved = [
-        (hb, "trial_function", hb.trial_function), (hb, "prune_hook", hb.prune_hook), (hb, "record", hb.record),
-        (hb, "run_trial", hb.run_trial), (hb.Tracker, "after_trial", hb.Tracker.after_trial),
+        (hw, "trial_function", hw.trial_function), (hw, "claim", hw.claim), (hw, "refresh", hw.refresh),
+        (hb, "prune_hook", hb.prune_hook), (hb, "record", hb.record), (hb, "run_trial", hb.run_trial),
         (Reporter, "report", Reporter.report), (Reporter, "close", Reporter.close), (Space, "suggest", Space.suggest),
     ]
-    original_trial_function, original_prune_hook, original_after = hb.trial_function, hb.prune_hook, hb.Tracker.after_trial
+    original_trial_function, original_prune_hook, original_refresh = hw.trial_function, hb.prune_hook, hw.refresh
 
     def trial_function(*args: Any) -> Callable:
         fn = original_trial_function(*args)
@@ -92,14 +102,17 @@ def instrumented(clock: Clock):
         hook = original_prune_hook(*args)
         return clock.timed("prune", hook) if hook is not None else None
 
-    def after_trial(self: Any, study: Any, trial: Any) -> None:
-        clock.timed("after_trial", original_after)(self, study, trial)
+    def refresh(*args: Any) -> Any:
+        """Called once per trial after it ends (and once before the first): the end of a trial's gap."""
+        result = clock.timed("refresh", original_refresh)(*args)
         now = time.perf_counter()
-        if clock.last_end is not None:
-            clock.raw[trial.number]["interval"] = now - clock.last_end
+        if clock.last_end is not None and clock.current >= 0:
+            clock.raw[clock.current]["interval"] = now - clock.last_end
         clock.last_end = now
+        return result
 
-    hb.trial_function, hb.prune_hook, hb.Tracker.after_trial = trial_function, prune_hook, after_trial
+    hw.trial_function, hw.refresh, hb.prune_hook = trial_function, refresh, prune_hook
+    hw.claim = clock.timed("claim", hw.claim)
     hb.record, hb.run_trial = clock.timed("record", hb.record), clock.timed("run_trial", hb.run_trial)
     Reporter.report, Reporter.close = clock.timed("report", Reporter.report), clock.timed("close", Reporter.close)
     Space.suggest = clock.timed("suggest", Space.suggest)
@@ -124,23 +137,28 @@ def run_hpsearch(trials: int) -> dict[str, Any]:
 
 
 def run_optuna_timed(trials: int) -> dict[str, Any]:
-    """orchestration.run_optuna with a per-trial timestamp callback."""
-    import optuna
-
+    """orchestration.run_optuna with a timestamp at the end of every trial."""
     stamps: dict[int, float] = {}
-    original = optuna.Study.optimize
-
-    def optimize(self: Any, func: Any, **kwargs: Any) -> Any:
-        kwargs["callbacks"] = [lambda study, trial: stamps.__setitem__(trial.number, time.perf_counter())]
-        return original(self, func, **kwargs)
-
-    optuna.Study.optimize = optimize
-    try:
-        m = run_optuna(trials)
-    finally:
-        optuna.Study.optimize = original
+    m = run_optuna(trials, callbacks=[lambda study, trial: stamps.__setitem__(trial.number, time.perf_counter())])
     numbers = sorted(stamps)
-    m["intervals"] = {n: stamps[n] - stamps[p] for p, n in zip(numbers, numbers[1:])}
+    m["intervals"] = {n: stamps[n] - stamps[p] for p, n in itertools.pairwise(numbers)}
+    return m
+
+
+def child(variant: str, trials: int) -> dict[str, Any]:
+    import optuna  # noqa: F401 (imported before the timer starts)
+
+    import hpsearch.workers  # noqa: F401
+
+    return run_hpsearch(trials) if variant == "hpsearch" else run_optuna_timed(trials)
+
+
+def from_child(variant: str, trials: int) -> dict[str, Any]:
+    """A fresh interpreter per run (hpsearch's SQLite settings are process-wide); JSON keys back to trial numbers."""
+    m = in_child(variant, trials, __file__)
+    m["intervals"] = {int(k): v for k, v in m["intervals"].items()}
+    if "split" in m:
+        m["split"] = {int(k): v for k, v in m["split"].items()}
     return m
 
 
@@ -160,13 +178,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--trials", type=int, default=1000)
     p.add_argument("--window", type=int, default=50, help="trials per measuring window")
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--child", choices=["hpsearch", "optuna"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child, args.trials)))
+        return
     started = time.perf_counter()
     if args.smoke:
         args.trials, args.window = 12, 4
     small, large = (args.trials // 10, args.trials - args.window)  # the windows start at ~10% and at the end
     windows = {f"{small}": (small, small + args.window), f"{large}": (large, args.trials)}
-    runs = interleave({"hpsearch": lambda r: run_hpsearch(args.trials), "optuna": lambda r: run_optuna_timed(args.trials)}, args.repeats)
+    runs = interleave({name: (lambda r, name=name: from_child(name, args.trials)) for name in ("hpsearch", "optuna")}, args.repeats)
 
     figures: dict[str, Any] = {"trials": args.trials, "window": args.window, "repeats": args.repeats}
     rows = []
@@ -179,11 +201,11 @@ def main(argv: list[str] | None = None) -> None:
     a, b = (figures[f"at_{k}"]["hpsearch_ms_per_trial"] for k in windows)
     figures["growth_ratio"] = ratio(b, a)
     last = figures[f"at_{large}"]["split_ms"]
-    hp_own = sum(last[c] for c in ("reporter", "trial_attrs", "tracker", "other_hpsearch"))
+    hp_own = sum(last[c] for c in ("claim", "reporter", "trial_attrs", "progress", "other_hpsearch", "lifecycle"))
     notes = [
-        f"Per-trial wall time grows {figures['growth_ratio']:.1f}x from ~{small} to ~{large} trials; "
+        (f"Per-trial wall time grows {figures['growth_ratio']:.1f}x from ~{small} to ~{large} trials; "
         f"at ~{large} trials the sampler takes {last['sampler']:.0f} ms and hpsearch's own steps "
-        f"(reporter, trial attributes, tracker, other) {hp_own:.0f} ms of {b:.0f} ms.",
+        f"(claim, reporter, trial attributes, progress, other, lifecycle) {hp_own:.0f} ms of {b:.0f} ms."),
         "Windows: median of the gaps between consecutive trial ends (ms); split columns: mean ms per trial.",
     ]
     ops = [figures[f"at_{k}"]["optuna_ms_per_trial"] for k in windows]

@@ -1,8 +1,12 @@
 """Pruning: epochs trained and best val accuracy with hyperband and median pruning vs none.
 
 spaces/quickstart.yaml's space and fixed settings (digits, resnet8), --trials trials of
---epochs epochs each, one study per (pruner, sampler seed). For each seed the three pruners
-run back to back (order alternating), so they share the machine's load.
+--epochs epochs each, one study per (pruner, sampler seed). For each seed the pruners run
+back to back (order alternating), so they share the machine's load. "median" and
+"hyperband" use quickstart's pruner settings (startup_trials 4, warmup_epochs 2, which
+hyperband takes as its min_resource); the "eager" variants decide from the first epoch:
+median with startup_trials 2 and warmup_epochs 0, and successive halving (asynchronous,
+min_resource 1, reduction factor 4).
 
     .venv/bin/python bench/pruning.py                      # 30 trials x 10 epochs x 3 seeds
     .venv/bin/python bench/pruning.py --smoke
@@ -19,7 +23,13 @@ from typing import Any
 
 from common import ROOT, Timer, interleave, parser, ratio, write_result
 
-PRUNERS = ("none", "median", "hyperband")
+PRUNERS: dict[str, list[str]] = {  # name -> spec overrides
+    "none": ["pruner.name=none"],
+    "median": ["pruner.name=median"],
+    "hyperband": ["pruner.name=hyperband"],
+    "median_eager": ["pruner.name=median", "pruner.startup_trials=2", "pruner.warmup_epochs=0"],
+    "sha_eager": ["pruner.name=successive_halving", "pruner.warmup_epochs=0"],
+}
 
 
 def run_study(pruner: str, seed: int, trials: int, epochs: int, folder: Path, extra: list[str]) -> dict[str, Any]:
@@ -30,7 +40,7 @@ def run_study(pruner: str, seed: int, trials: int, epochs: int, folder: Path, ex
 
     overrides = [
         f"study=prune-{pruner}-{seed}", f"output={folder}", f"budget.trials={trials}", "budget.timeout=36000",
-        f"fixed.epochs={epochs}", f"pruner.name={pruner}", f"sampler.seed={seed}", *extra,
+        f"fixed.epochs={epochs}", *PRUNERS[pruner], f"sampler.seed={seed}", *extra,
     ]
     spec = load_spec(ROOT / "spaces" / "quickstart.yaml", overrides)
     with Timer() as t, contextlib.redirect_stdout(io.StringIO()):
@@ -61,7 +71,8 @@ def main(argv: list[str] | None = None) -> None:
         args.trials, args.epochs, args.seeds = 2, 1, 1
         extra += ["fixed.model=mlp"]
     with tempfile.TemporaryDirectory() as tmp:
-        runs = interleave({name: (lambda r, name=name: run_study(name, r, args.trials, args.epochs, Path(tmp), extra)) for name in PRUNERS}, args.seeds)
+        names = ["none", "median", "hyperband"] if args.smoke else list(PRUNERS)
+        runs = interleave({name: (lambda r, name=name: run_study(name, r, args.trials, args.epochs, Path(tmp), extra)) for name in names}, args.seeds)
 
     def mean(name: str, key: str) -> float:
         return sum(m[key] for m in runs[name]) / len(runs[name])
@@ -69,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     base_epochs, base_acc = mean("none", "epochs_trained"), mean("none", "best_val_acc")
     figures: dict[str, Any] = {"trials": args.trials, "epochs": args.epochs, "seeds": args.seeds}
     rows, met = [], []
-    for name in PRUNERS:
+    for name in runs:
         share = ratio(mean(name, "epochs_trained"), base_epochs)
         diff = 100 * (mean(name, "best_val_acc") - base_acc)
         figures[name] = {
@@ -82,14 +93,19 @@ def main(argv: list[str] | None = None) -> None:
         if name != "none":
             met.append(share <= 1 / 3 and diff >= -0.5)
     notes = [
-        f"Means over sampler seeds 0..{args.seeds - 1}; each study {args.trials} trials x {args.epochs} epochs "
-        f"(quickstart space, digits, resnet8, 1 torch thread; the pruners use quickstart's startup_trials 4 and warmup_epochs 2; "
-        f"hyperband: min_resource 2, max_resource {args.epochs}, reduction factor 3).",
+        (f"Means over sampler seeds 0..{args.seeds - 1}; each study {args.trials} trials x {args.epochs} epochs "
+         f"(quickstart space, digits, resnet8, 1 torch thread). median, hyperband: quickstart's pruner settings "
+         f"(startup_trials 4, warmup_epochs 2; hyperband min_resource 2, max_resource {args.epochs}, reduction factor 3); "
+         f"median_eager: startup_trials 2, warmup_epochs 0; sha_eager: successive halving, min_resource 1, reduction factor 4."),
+        ("With warmup_epochs 2 and startup_trials 4 the median pruner cannot go below "
+         f"{(min(args.trials, 4) * args.epochs + max(args.trials - 4, 0) * min(3, args.epochs)) / (args.trials * args.epochs):.2f} of the epochs (4 full trials, the rest "
+         "stopped at epoch 3 at the earliest)."),
         "best val acc: the best completed trial's final val_acc. The validation split has 144 images, so one image is 0.69 points.",
         "Goal met when a pruner trains at most 1/3 of the epochs of `none` with a best accuracy at most 0.5 points lower.",
     ]
     headline = "; ".join(
-        f"{n}: {figures[n]['epochs_share']:.2f} of the epochs, best acc {figures[n]['acc_diff_points']:+.2f} points" for n in PRUNERS[1:]
+        f"{n}: {figures[n]['epochs_share']:.2f} of the epochs, best acc {figures[n]['acc_diff_points']:+.2f} points"
+        for n in runs if n != "none"
     )
     write_result(
         args.out, "pruning", "Pruning: epochs trained vs best accuracy", headline=headline, smoke=args.smoke,

@@ -47,7 +47,7 @@ Standalone: `python -m objectives.image_classification dataset=digits model=resn
 | accum_steps         | 1         | micro-batches per optimizer step; effective batch = batch_size*accum  |
 | epochs              | 10        | passes over the training split (last incomplete step dropped)         |
 | amp                 | auto      | auto (bf16, fp16 on old GPUs, off on CPU), bf16, fp16, off            |
-| channels_last       | auto      | NHWC memory layout; auto = on for convnets on CUDA                    |
+| channels_last       | auto      | NHWC memory layout; auto = on for convnets on CUDA and CPU            |
 | compile             | false     | torch.compile the model                                               |
 | grad_clip           | 0.0       | max global gradient norm; 0 = off                                     |
 | label_smoothing     | 0.0       | training loss only; val/test loss is plain cross-entropy              |
@@ -92,7 +92,8 @@ def train(config: dict, reporter) -> dict[str, float]:
     device = _setup(cfg)
     data = build_data(cfg, device)
     raw = build_model(cfg["model"], data.num_classes, data.image_shape, cfg).to(device)
-    if cfg["channels_last"] is True or (cfg["channels_last"] == "auto" and device.type == "cuda" and is_convnet(raw)):
+    # auto: NHWC suits cuDNN tensor cores and oneDNN's CPU convolutions (resnet8 on CPU, see BENCHMARKS.md)
+    if cfg["channels_last"] is True or (cfg["channels_last"] == "auto" and device.type in ("cuda", "cpu") and is_convnet(raw)):
         raw = raw.to(memory_format=torch.channels_last)
         data.transform.channels_last = True
     model = torch.compile(raw) if cfg["compile"] else raw  # `raw` shares the weights; save it
