@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -21,6 +22,13 @@ def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, 
         [sys.executable, "-m", "hpsearch.cli", *args],
         cwd=cwd or ROOT, env=full_env, capture_output=True, text=True, timeout=timeout,
     )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,15 +21,9 @@ import pytest
 from optuna.trial import TrialState
 
 from hpsearch.storage import engine_url
-from tests.conftest import ROOT
+from tests.conftest import ROOT, free_port
 
 TOY = ROOT / "tests" / "fixtures" / "toy.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

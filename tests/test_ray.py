@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,16 +16,10 @@ import yaml
 from optuna.trial import TrialState
 
 from hpsearch.spec import load_spec
-from tests.conftest import ROOT, cli
+from tests.conftest import ROOT, cli, free_port
 
 RECORD = ROOT / "tests" / "fixtures" / "record.py"
 RAY = Path(sys.executable).parent / "ray"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
