@@ -95,8 +95,10 @@ def _pruning(r: dict[str, Any]) -> str:
         f"{100 * f['none']['best_val_acc']:.1f}% without pruning, so accuracy differences are a few images at most. "
         "With quickstart's pruner settings (4 unpruned startup trials, 2 warmup epochs) the median pruner has a floor "
         "(see the notes) and Optuna's hyperband keeps one bracket of trials unpruned, so neither reaches 1/3 of the epochs; "
-        f"the variant that saves most here is {best} ({pruners[best]['epochs_share']:.2f} of the epochs, "
-        f"{pruners[best]['acc_diff_points']:+.2f} points)."
+        f"the variant that saves most here is {best}: {pruners[best]['epochs_trained']:.0f} of "
+        f"{f['none']['epochs_trained']:.0f} epochs ({pruners[best]['epochs_share']:.2f}; 1/3 would be "
+        f"{f['none']['epochs_trained'] / 3:.0f}) for {pruners[best]['acc_diff_points']:+.2f} points, "
+        "stopping trials from their first epoch on."
     )
     return text
 
