@@ -118,10 +118,6 @@ def open_study(spec: Spec, create: bool = True, heartbeat: bool = True, seed_sal
     return study
 
 
-def count(study: optuna.Study, *states: TrialState) -> int:
-    return len(study.get_trials(deepcopy=False, states=states))
-
-
 # ---------------------------------------------------------------------------- run
 
 
