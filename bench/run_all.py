@@ -58,9 +58,9 @@ def _textbook(r: dict[str, Any]) -> str:
             f"**Goal not met for {missed}:** on this CPU "
             "(AVX2, no AVX-512/AMX, so no fast bf16) a resnet8 step is convolution arithmetic that both loops pay alike, and "
             "the input pipeline the objective removes is a small share of the textbook's epoch on 32x32 images. "
-            "Going further needs a cheaper step: `compile: true` (torch.compile; on CPU its compile time of about a minute "
-            "exceeds a quickstart trial, not measured here) or lower precision, which this CPU does not accelerate. "
-            "On a GPU, where the textbook's host-side pipeline stalls the device, bench/gpu.py is the figure to run."
+            "Going further needs a cheaper step: `compile: true` (torch.compile; its CPU speed-up and compile time are not "
+            "measured here) or lower precision, which this CPU does not accelerate. On a GPU, bench/gpu.py measures how "
+            "busy the objective's step keeps the device."
         )
     return text
 
@@ -94,7 +94,8 @@ def _pruning(r: dict[str, Any]) -> str:
         "**What limits it.** The digits validation split is small and easy: the best trial reaches "
         f"{100 * f['none']['best_val_acc']:.1f}% without pruning, so accuracy differences are a few images at most. "
         "With quickstart's pruner settings (4 unpruned startup trials, 2 warmup epochs) the median pruner has a floor "
-        "(see the notes) and Optuna's hyperband keeps one bracket of trials unpruned, so neither reaches 1/3 of the epochs; "
+        "(see the notes), and Optuna's hyperband sends part of the trials to a bracket that first decides at min_resource "
+        "x reduction factor (6 epochs here), so neither comes near 1/3 of the epochs; "
         f"the variant that saves most here is {best}: {pruners[best]['epochs_trained']:.0f} of "
         f"{f['none']['epochs_trained']:.0f} epochs ({pruners[best]['epochs_share']:.2f}; 1/3 would be "
         f"{f['none']['epochs_trained'] / 3:.0f}) for {pruners[best]['acc_diff_points']:+.2f} points, "
@@ -111,6 +112,9 @@ def _slots(r: dict[str, Any]) -> str:
         "work per core-second. End to end the command also pays start-up (imports, study creation, an interpreter per "
         "slot), a fixed cost that a longer search amortizes. "
     )
+    if f.get("omp_wait_policy"):
+        text += (f"Both variants ran with OMP_WAIT_POLICY={f['omp_wait_policy']}: with other jobs on the machine, OpenMP "
+                 "threads that spin-wait made 2-thread steps 5-10x slower at random, which would flatter the 2-slot figure. ")
     if r["machine"].get("load_avg_1_5_15") and r["machine"]["load_avg_1_5_15"][0] > 0.5:
         text += "Other jobs shared these 2 cores (load average in the machine line), which the 2-slot run feels most."
     return text

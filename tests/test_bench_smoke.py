@@ -30,9 +30,13 @@ FIGURES = {
 
 @pytest.fixture(scope="module")
 def bench():
+    import torch
+
+    threads = torch.get_num_threads()  # the objective's `threads` key sets it process-wide; later tests get it back
     sys.path.insert(0, str(ROOT / "bench"))
     yield lambda name: importlib.import_module(name)
     sys.path.remove(str(ROOT / "bench"))
+    torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("name", list(FIGURES))
