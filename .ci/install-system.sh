@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the system packages the test suite uses: Debian's chromium (headless dashboard
-# test) and postgresql (shared-storage tests). Idempotent: does nothing when both exist.
+# test), postgresql (shared-storage tests) and dataset-fashion-mnist (the idx files under
+# /usr/share/datasets/fashion-mnist/ that dataset: fashion_mnist reads offline, and the
+# real-data test). Idempotent: does nothing when all exist.
 set -euo pipefail
 
-packages=(chromium postgresql)
+packages=(chromium postgresql dataset-fashion-mnist)
 
 missing=()
 for pkg in "${packages[@]}"; do

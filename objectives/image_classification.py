@@ -8,9 +8,17 @@ Standalone: `python -m objectives.image_classification dataset=digits model=resn
 |---------------------|-----------|-----------------------------------------------------------------------|
 | dataset             | digits    | digits, cifar10, cifar100, mnist, fashion_mnist, imagefolder, synthetic |
 | data_root           | data      | folder holding the dataset files (imagefolder: train/, val/ or test/) |
+|                     |           | mnist/fashion_mnist: idx files (.gz or not) in data_root/fashion-mnist/, |
+|                     |           | data_root/FashionMNIST/raw/ or data_root, else /usr/share/datasets/   |
+|                     |           | fashion-mnist/ (Debian's dataset-fashion-mnist); mnist: mnist/, MNIST/ |
 | download            | false     | let torchvision download cifar/mnist into data_root                   |
 | val_fraction        | 0.1       | share of the training set held out for validation (0..1)              |
-| split_seed          | 0         | seed of the train/val (and digits 20% test) split; also synthetic data |
+| split_seed          | 0         | seed of the train/val (and digits 20% test) split and of the subsets; |
+|                     |           | also synthetic data                                                   |
+| train_subset        | null      | train on this many images of the training split (after the val split); |
+|                     |           | class-stratified, seeded by split_seed, nested (1000 ⊂ 2000); null = all |
+| val_subset          | null      | the same for the validation split                                     |
+| test_subset         | null      | the same for the test split (evaluate_test)                           |
 | image_size          | 64        | imagefolder: images resized to this square (pixels)                   |
 | synthetic_shape     | [3,32,32] | synthetic: C, H, W                                                    |
 | synthetic_classes   | 10        | synthetic: number of classes                                          |
@@ -20,8 +28,9 @@ Standalone: `python -m objectives.image_classification dataset=digits model=resn
 | aug_cutout          | 0         | side of one zeroed square per image (pixels); 0 = off                 |
 | num_workers         | 2         | imagefolder: DataLoader worker processes                              |
 | eval_batch_size     | 2*batch   | samples per forward pass when evaluating                              |
-| model               | resnet20  | resnet8/14/20/32/44/56/110, resnet18/34, mlp, or a torchvision name   |
-| width               | 16 or 64  | base channels: 16 for CIFAR ResNets, 64 for resnet18/34               |
+| model               | resnet20  | resnet8/14/20/32/44/56/110, resnet18/34, cnn, mlp, or a torchvision name |
+| width               | 16 or 64  | base channels: 16 for CIFAR ResNets and cnn, 64 for resnet18/34       |
+| dropout             | 0.0       | cnn: dropout before the linear head (share of activations zeroed)     |
 | shortcut            | A or B    | ResNet shortcut: A = zero-pad (CIFAR ResNets), B = 1×1 conv (18/34)   |
 | mlp_hidden          | [256]     | mlp hidden layer sizes                                                |
 | optimizer           | sgd       | sgd, adam, adamw, rmsprop, adagrad                                    |

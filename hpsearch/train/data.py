@@ -6,14 +6,20 @@ crop/flip/cutout on the batch, so an epoch costs no Python per sample. Datasets 
 stream (imagefolder) decode in DataLoader workers and get the same batch transform after a
 non-blocking copy. Training loaders drop the last incomplete optimizer step (a group of
 `accum_steps` micro-batches) so every step sees exactly batch_size*accum_steps samples.
+MNIST and Fashion-MNIST are read straight from their idx files (gzipped or not), offline from
+Debian's /usr/share/datasets when data_root has none. `train_subset`/`val_subset`/`test_subset`
+keep a seeded, class-stratified part of a split, for fast search rungs.
 """
 
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import itertools
+import math
 import multiprocessing
 import pickle
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +82,39 @@ def carve(data: Split | Dataset, fraction: float, seed: int) -> tuple[Any, Any]:
     if isinstance(data, Split):
         return data.subset(rest_idx), data.subset(held_idx)
     return Subset(data, rest_idx.tolist()), Subset(data, held_idx.tolist())
+
+
+def subsample(data: Split | Dataset, n: int | None, seed: int, what: str) -> Any:
+    """The first `n` items of a seeded class-stratified order; None keeps everything.
+
+    Each class contributes in proportion to its share (within one image), and for one seed a
+    smaller subset is contained in a larger one. Datasets without known labels get a seeded
+    random sample.
+    """
+    if n is None:
+        return data
+    if n > len(data):
+        raise ValueError(f"{what}={n} is more than the {len(data)} images in that split")
+    order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
+    labels = _labels(data)
+    if labels is not None:
+        labels = labels[order]
+        counts = torch.bincount(labels).double()
+        rank = torch.empty(len(labels), dtype=torch.double)  # position of each item within its class, 0-based
+        for c in labels.unique():
+            where = (labels == c).nonzero().squeeze(1)
+            rank[where] = torch.arange(len(where), dtype=torch.double)
+        order = order[torch.sort((rank + 0.5) / counts[labels], stable=True).indices]
+    index = order[:n].sort().values
+    return data.subset(index) if isinstance(data, Split) else Subset(data, index.tolist())
+
+
+def _labels(data: Split | Dataset) -> torch.Tensor | None:
+    if isinstance(data, Split):
+        return data.labels.cpu()
+    if isinstance(data, Subset) and hasattr(data.dataset, "targets"):  # carve()'s split of an ImageFolder
+        return torch.as_tensor(data.dataset.targets)[torch.as_tensor(data.indices)]
+    return None
 
 
 def _channel_stats(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -180,41 +219,83 @@ CIFAR100 = _Cifar(
     "cifar-100-python", ("train",), "test", 100, (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762), "CIFAR100"
 )
 
-_MNIST_FILES = (  # uncompressed, under <root>/<torchvision class name>/raw
+_IDX_STEMS = (  # each read as <stem>.gz or <stem>
     "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
 )
+_IDX_MAGIC = {3: 2051, 1: 2049}  # images (N×H×W) and labels (N) of unsigned bytes: 0x0000_08_<ndim>
+SYSTEM_DATASETS = Path("/usr/share/datasets")  # where Debian's dataset-* packages install
+
+
+def read_idx(path: Path, ndim: int) -> np.ndarray:
+    """An IDX file of unsigned bytes (LeCun's MNIST format), gzipped when the name ends in .gz."""
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
+        raw = f.read()
+    magic = int.from_bytes(raw[:4], "big") if len(raw) >= 4 else None
+    if magic != _IDX_MAGIC[ndim]:
+        expected = _IDX_MAGIC[ndim]
+        raise ValueError(f"{path}: not an IDX file of {ndim}-D unsigned bytes (magic {magic}, expected {expected})")
+    shape = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim])
+    values = np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim)
+    if values.size != math.prod(shape):
+        raise ValueError(f"{path}: header says {shape} = {math.prod(shape)} values, file holds {values.size}")
+    return values.reshape(shape)
 
 
 @dataclass(frozen=True)
 class _Mnist:
-    torchvision_class: str  # also the folder name torchvision uses under data_root
+    """MNIST-format idx files, gzipped or not; the first folder holding all four is read."""
+
+    torchvision_class: str  # also the folder torchvision uses: <data_root>/<class>/raw
+    folder: str  # Debian's folder name under /usr/share/datasets, and ours under data_root
+    debian_package: str | None  # None: Debian has no package for it
     mean: float
     std: float
 
+    def folders(self, config: dict) -> list[Path]:
+        root = _root(config)
+        system = [SYSTEM_DATASETS / self.folder] if self.debian_package else []
+        return [root / self.folder, root / self.torchvision_class / "raw", root, *system]
+
+    def files(self, config: dict) -> list[Path] | None:
+        """The four files (train images, labels, test images, labels) from the first complete folder."""
+        for folder in self.folders(config):
+            found = [next((p for p in (folder / f"{s}.gz", folder / s) if p.is_file()), None) for s in _IDX_STEMS]
+            if all(found):
+                return found
+        return None
+
     def missing(self, config: dict) -> str | None:
-        if config.get("download"):
+        if config.get("download") or self.files(config):
             return None
-        raw = _root(config) / self.torchvision_class / "raw"
-        absent = [f for f in _MNIST_FILES if not (raw / f).is_file()]
-        if not absent:
-            return None
+        tried = ", ".join(_where(f) for f in self.folders(config))
+        debian = f", install Debian's {self.debian_package}" if self.debian_package else ""
         return (
-            f"{config.get('dataset')}: no data under {_where(raw)} (missing {', '.join(absent)}); "
-            f"set fixed.download: true to download it, or place the uncompressed idx files there"
+            f"{config.get('dataset')}: no folder holds all of {', '.join(_IDX_STEMS)} (each .gz or uncompressed); "
+            f"looked in {tried}; set fixed.download: true to download it{debian}, or place the idx files in one of them"
         )
 
     def load(self, config: dict) -> Splits:
-        from torchvision import datasets
+        files = self.files(config)
+        if files is None and config.get("download"):
+            from torchvision import datasets
 
-        tv = getattr(datasets, self.torchvision_class)
-        root, download = str(_root(config)), bool(config.get("download"))
-        splits = [tv(root, train=train, download=download) for train in (True, False)]
-        train, test = (Split(s.data.unsqueeze(1).contiguous(), s.targets.long()) for s in splits)
+            getattr(datasets, self.torchvision_class)(str(_root(config)), download=True)  # into <class>/raw
+            files = self.files(config)
+        if files is None:
+            raise FileNotFoundError(self.missing({**config, "download": False}))
+        train, test = _idx_split(files[0], files[1]), _idx_split(files[2], files[3])
         return Splits(train, test, 10, (1, 28, 28), (self.mean,), (self.std,))
 
 
-MNIST = _Mnist("MNIST", 0.1307, 0.3081)
-FASHION_MNIST = _Mnist("FashionMNIST", 0.2860, 0.3530)
+def _idx_split(images_file: Path, labels_file: Path) -> Split:
+    images, labels = read_idx(images_file, 3), read_idx(labels_file, 1)
+    if len(images) != len(labels):
+        raise ValueError(f"{images_file} holds {len(images)} images but {labels_file} {len(labels)} labels")
+    return Split(torch.from_numpy(images.copy()).unsqueeze(1), torch.from_numpy(labels.astype(np.int64)))
+
+
+MNIST = _Mnist("MNIST", "mnist", None, 0.1307, 0.3081)
+FASHION_MNIST = _Mnist("FashionMNIST", "fashion-mnist", "dataset-fashion-mnist", 0.2860, 0.3530)
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -418,7 +499,11 @@ def build_data(config: dict, device: torch.device) -> Data:
     """Load `config["dataset"]`, carve the seeded validation split, and wrap loaders."""
     info = DATASETS[config.get("dataset", "digits")]
     splits = info.load(config)
-    train, val = carve(splits.train, float(config.get("val_fraction", 0.1)), int(config.get("split_seed", 0)))
+    seed = int(config.get("split_seed", 0))
+    train, val = carve(splits.train, float(config.get("val_fraction", 0.1)), seed)
+    train = subsample(train, config.get("train_subset"), seed, "train_subset")
+    val = subsample(val, config.get("val_subset"), seed, "val_subset")
+    test = subsample(splits.test, config.get("test_subset"), seed, "test_subset") if splits.test is not None else None
     transform = BatchTransform(
         splits.mean,
         splits.std,
@@ -439,7 +524,7 @@ def build_data(config: dict, device: torch.device) -> Data:
         return StreamLoader(data, size, transform, device, train=train, group=group, num_workers=workers)
 
     data = Data(
-        loader(train, True), loader(val, False), loader(splits.test, False) if splits.test is not None else None,
+        loader(train, True), loader(val, False), loader(test, False) if test is not None else None,
         splits.num_classes, splits.image_shape, transform,
     )
     if len(data.train) == 0:

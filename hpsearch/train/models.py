@@ -1,4 +1,4 @@
-"""Model registry: CIFAR-style ResNets, ResNet-18/34 for small images, an MLP, torchvision.
+"""Model registry: CIFAR-style ResNets, ResNet-18/34 for small images, a small CNN, an MLP, torchvision.
 
 Every builder takes (num_classes, image_shape, config) so adding a model is adding one entry
 to MODELS. Any other name is looked up in torchvision's classification models
@@ -107,12 +107,29 @@ def mlp(num_classes: int, shape: ImageShape, config: dict) -> nn.Module:
     return nn.Sequential(*layers, nn.Linear(sizes[-1], num_classes))
 
 
+def cnn(num_classes: int, shape: ImageShape, config: dict) -> nn.Module:
+    """Three [3×3 conv, BN, ReLU, 2×2 max-pool] stages of widths w, 2w, 4w, then dropout and a
+    linear head on the flattened map: a small convnet for 28×28 images that trains fast on CPU."""
+    c, h, w = shape
+    if h < 8 or w < 8:
+        raise ValueError(f"cnn halves the image three times; it needs at least 8×8 pixels, got {h}×{w}")
+    width = int(config.get("width") or 16)
+    layers: list[nn.Module] = []
+    for stage in range(3):
+        out_ch = width * 2**stage
+        layers += [*_conv_bn(c, out_ch, 3, 1), nn.ReLU(), nn.MaxPool2d(2)]
+        c = out_ch
+    head = nn.Linear(c * (h // 8) * (w // 8), num_classes)
+    return nn.Sequential(*layers, nn.Flatten(), nn.Dropout(float(config.get("dropout") or 0.0)), head)
+
+
 CIFAR_DEPTHS = (8, 14, 20, 32, 44, 56, 110)
 MODELS: dict[str, ModelBuilder] = {
     **{f"resnet{d}": cifar_resnet(d) for d in CIFAR_DEPTHS},
     "resnet18": imagenet_resnet([2, 2, 2, 2]),
     "resnet34": imagenet_resnet([3, 4, 6, 3]),
     "mlp": mlp,
+    "cnn": cnn,
 }
 
 

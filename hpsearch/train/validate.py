@@ -16,12 +16,13 @@ from hpsearch.train.names import did_you_mean, unknown_name
 from hpsearch.train.optim import OPTIMIZERS
 from hpsearch.train.schedules import SCHEDULES
 
-# None: the default depends on another key (dataset, model, optimizer or schedule).
+# None: the default depends on another key (dataset, model, optimizer or schedule); subsets: all images.
 DEFAULTS: dict[str, Any] = {
     "dataset": "digits", "data_root": "data", "download": False, "val_fraction": 0.1, "split_seed": 0,
+    "train_subset": None, "val_subset": None, "test_subset": None,
     "image_size": 64, "synthetic_shape": [3, 32, 32], "synthetic_classes": 10, "synthetic_samples": 4096,
     "aug_crop_padding": None, "aug_hflip": None, "aug_cutout": 0, "num_workers": 2, "eval_batch_size": None,
-    "model": "resnet20", "width": None, "shortcut": None, "mlp_hidden": [256],
+    "model": "resnet20", "width": None, "shortcut": None, "mlp_hidden": [256], "dropout": 0.0,
     "optimizer": "sgd", "lr": 0.1, "weight_decay": 0.0, "wd_norm_bias": False, "momentum": None,
     "nesterov": False, "beta1": 0.9, "beta2": 0.999, "eps": None, "alpha": 0.99, "lr_decay": 0.0,
     "schedule": "cosine", "warmup_epochs": 0.0, "warmup_fraction": None, "warmup_start_factor": 0.01,
@@ -47,6 +48,9 @@ _RANGES: dict[str, tuple[bool, float | None, float | None, bool, bool]] = {
     "num_workers": (True, 0, None, True, True),
     "seed": (True, 0, None, True, True),
     "split_seed": (True, 0, None, True, True),
+    "train_subset": (True, 1, None, True, True),  # images; None = all
+    "val_subset": (True, 1, None, True, True),
+    "test_subset": (True, 1, None, True, True),
     "lr": (False, 0, None, False, True),
     "weight_decay": (False, 0, None, True, True),
     "val_fraction": (False, 0, 1, False, False),
@@ -66,6 +70,7 @@ _RANGES: dict[str, tuple[bool, float | None, float | None, bool, bool]] = {
     "final_div_factor": (False, 0, None, False, True),
     "grad_clip": (False, 0, None, True, True),
     "label_smoothing": (False, 0, 1, True, False),
+    "dropout": (False, 0, 1, True, False),
 }
 _BOOLS = ("download", "aug_hflip", "wd_norm_bias", "nesterov", "compile", "evaluate_test", "save_model")
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import pickle
 import struct
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
+from hpsearch.train import data as data_module
 from hpsearch.train.data import (
     BatchTransform,
     Split,
@@ -57,18 +59,24 @@ def write_cifar100(root: Path) -> None:
 
 
 def write_idx(path: Path, array: np.ndarray) -> None:
-    """IDX: big-endian magic 0x0000 08 <ndim> (08 = uint8), then one uint32 per dimension."""
+    """IDX: big-endian magic 0x0000 08 <ndim> (08 = uint8: 2051 images, 2049 labels), then one
+    uint32 per dimension; gzipped like the published files when the name ends in .gz."""
     path.parent.mkdir(parents=True, exist_ok=True)
     header = struct.pack(">I", 0x0800 | array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
-    path.write_bytes(header + array.astype(np.uint8).tobytes())
+    raw = header + array.astype(np.uint8).tobytes()
+    path.write_bytes(gzip.compress(raw) if path.suffix == ".gz" else raw)
 
 
-def write_mnist(root: Path, folder: str = "MNIST") -> None:
+def write_mnist(root: Path, folder: str = "MNIST/raw", suffix: str = "", n_train: int = 50) -> dict[str, np.ndarray]:
+    """The four idx files in root/folder; returns what was written, keyed by file stem."""
     rng = np.random.default_rng(2)
-    raw = root / folder / "raw"
-    for prefix, n in (("train", 50), ("t10k", 16)):
-        write_idx(raw / f"{prefix}-images-idx3-ubyte", _images(rng, n, (28, 28)))
-        write_idx(raw / f"{prefix}-labels-idx1-ubyte", rng.integers(0, 10, n))
+    written = {}
+    for prefix, n in (("train", n_train), ("t10k", 16)):
+        written[f"{prefix}-images"] = _images(rng, n, (28, 28))
+        written[f"{prefix}-labels"] = np.arange(n) % 10  # every class, in equal shares
+        write_idx(root / folder / f"{prefix}-images-idx3-ubyte{suffix}", written[f"{prefix}-images"])
+        write_idx(root / folder / f"{prefix}-labels-idx1-ubyte{suffix}", written[f"{prefix}-labels"])
+    return written
 
 
 def write_imagefolder(root: Path) -> None:
@@ -105,14 +113,144 @@ def test_cifar100_files_load_with_fine_labels(tmp_path: Path, reporter_cls) -> N
     assert "test_acc" in train(config, reporter) and reporter.epochs == [1]
 
 
+@pytest.fixture(autouse=True)
+def no_system_datasets(tmp_path: Path, monkeypatch) -> Path:
+    """Debian's /usr/share/datasets stands in as an empty folder, so these tests read only their own files."""
+    system = tmp_path / "usr-share-datasets"
+    monkeypatch.setattr(data_module, "SYSTEM_DATASETS", system)
+    return system
+
+
 @pytest.mark.parametrize(("dataset", "folder"), [("mnist", "MNIST"), ("fashion_mnist", "FashionMNIST")])
 def test_mnist_idx_files_load_and_train(tmp_path: Path, reporter_cls, dataset: str, folder: str) -> None:
-    write_mnist(tmp_path, folder)
+    write_mnist(tmp_path, f"{folder}/raw")
     config = {**TINY, "dataset": dataset, "data_root": str(tmp_path)}
     data = build_data(config, CPU)
     assert data.image_shape == (1, 28, 28) and data.train.split.images.dtype == torch.uint8
     assert len(data.train.split) == 45 and len(data.test.split) == 16
     assert "test_acc" in train(config, reporter_cls())
+
+
+@pytest.mark.parametrize(
+    ("folder", "suffix"),
+    [("fashion-mnist", ".gz"), ("FashionMNIST/raw", ".gz"), ("FashionMNIST/raw", ""), (".", ".gz")],
+    ids=["debian-layout", "torchvision-gz", "torchvision-plain", "flat"],
+)
+def test_fashion_mnist_reads_idx_files_pixel_for_pixel(tmp_path: Path, folder: str, suffix: str) -> None:
+    written = write_mnist(tmp_path / "data", folder, suffix)
+    config = {"dataset": "fashion_mnist", "data_root": str(tmp_path / "data"), "val_fraction": 0.2, "batch_size": 8}
+    data = build_data(config, CPU)
+    train, val, test = data.train.split, data.val.split, data.test.split
+    assert (len(train), len(val), len(test)) == (40, 10, 16) and data.image_shape == (1, 28, 28)
+    assert torch.equal(test.images[:, 0], torch.from_numpy(written["t10k-images"]))  # test split is not shuffled
+    assert test.labels.tolist() == written["t10k-labels"].tolist()
+    first = torch.from_numpy(written["train-images"][0])
+    assert any(torch.equal(img[0], first) for img in torch.cat([train.images, val.images]))
+
+
+def test_system_folder_is_read_when_data_root_has_nothing(tmp_path: Path, no_system_datasets: Path) -> None:
+    written = write_mnist(no_system_datasets, "fashion-mnist", ".gz")
+    data = build_data({"dataset": "fashion_mnist", "data_root": str(tmp_path / "empty"), "batch_size": 8}, CPU)
+    assert data.test.split.labels.tolist() == written["t10k-labels"].tolist()
+
+
+def test_download_asks_torchvision_only_when_no_folder_has_the_files(tmp_path: Path, monkeypatch) -> None:
+    import torchvision.datasets
+
+    calls = []
+
+    def fake_download(root: str, download: bool) -> None:  # writes what torchvision's download leaves
+        calls.append((root, download))
+        write_mnist(Path(root), "FashionMNIST/raw", ".gz")
+
+    monkeypatch.setattr(torchvision.datasets, "FashionMNIST", fake_download)
+    config = {"dataset": "fashion_mnist", "data_root": str(tmp_path), "download": True, "batch_size": 8}
+    assert len(build_data(config, CPU).test.split) == 16 and calls == [(str(tmp_path), True)]
+    assert len(build_data(config, CPU).test.split) == 16 and len(calls) == 1  # the second time the files are there
+
+
+def test_a_folder_missing_one_file_is_passed_over_for_a_complete_one(tmp_path: Path) -> None:
+    write_mnist(tmp_path, "fashion-mnist", ".gz", n_train=30)
+    (tmp_path / "fashion-mnist" / "t10k-labels-idx1-ubyte.gz").unlink()
+    write_mnist(tmp_path, "FashionMNIST/raw", n_train=60)
+    data = build_data({"dataset": "fashion_mnist", "data_root": str(tmp_path), "val_fraction": 0.5, "batch_size": 8}, CPU)
+    assert len(data.train.split) + len(data.val.split) == 60
+
+
+def test_a_file_that_is_not_idx_is_named_in_the_error(tmp_path: Path) -> None:
+    write_mnist(tmp_path, "fashion-mnist", ".gz")
+    bad = tmp_path / "fashion-mnist" / "train-labels-idx1-ubyte.gz"
+    bad.write_bytes(gzip.compress(b"<html>not found</html>"))
+    with pytest.raises(ValueError, match=f"{bad}: not an IDX file of 1-D unsigned bytes"):
+        build_data({"dataset": "fashion_mnist", "data_root": str(tmp_path), "batch_size": 8}, CPU)
+
+
+def test_images_and_labels_of_different_lengths_are_refused(tmp_path: Path) -> None:
+    write_mnist(tmp_path, "fashion-mnist")
+    write_idx(tmp_path / "fashion-mnist" / "t10k-labels-idx1-ubyte", np.zeros(15))
+    with pytest.raises(ValueError, match="holds 16 images but .*t10k-labels-idx1-ubyte 15 labels"):
+        build_data({"dataset": "fashion_mnist", "data_root": str(tmp_path), "batch_size": 8}, CPU)
+
+
+DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
+
+
+@pytest.mark.skipif(not DEBIAN_FASHION.is_dir(), reason=f"{DEBIAN_FASHION} absent: apt-get install dataset-fashion-mnist")
+def test_debian_fashion_mnist_on_a_subset_has_the_published_statistics_and_learns(
+    tmp_path: Path, monkeypatch, reporter_cls
+) -> None:
+    monkeypatch.setattr(data_module, "SYSTEM_DATASETS", DEBIAN_FASHION.parent)
+    config = {"dataset": "fashion_mnist", "data_root": str(tmp_path), "train_subset": 2000, "val_subset": 1000,
+              "test_subset": 1000, "model": "cnn", "width": 8, "optimizer": "adamw", "lr": 3e-3,
+              "batch_size": 64, "epochs": 3, "evaluate_test": True}
+    data = build_data(config, CPU)
+    assert (len(data.train.split), len(data.val.split), len(data.test.split)) == (2000, 1000, 1000)
+    counts = torch.bincount(data.train.split.labels)
+    assert len(counts) == 10 and int(counts.min()) >= 199 and int(counts.max()) <= 201  # stratified; 6,000 a class
+    pixels = data.train.split.images.float() / 255
+    assert abs(pixels.mean().item() - 0.2860) < 0.01 and abs(pixels.std().item() - 0.3530) < 0.01
+    result = train(config, reporter_cls())
+    assert result["test_acc"] > 0.7, result  # 10 classes: chance is 0.1
+
+
+def test_subsets_are_stratified_seeded_and_nested() -> None:
+    def train_split(n: int | None, seed: int = 0) -> Split:
+        config = {"dataset": "synthetic", "synthetic_samples": 2000, "train_subset": n, "split_seed": seed,
+                  "batch_size": 16}
+        return build_data(config, CPU).train.split
+
+    full, small, large = train_split(None), train_split(100), train_split(500)
+    assert (len(full), len(small), len(large)) == (1800, 100, 500)
+    shares = torch.bincount(full.labels, minlength=10).double() / len(full)
+    assert (torch.bincount(small.labels, minlength=10) - 100 * shares).abs().max() < 1  # within one image
+    as_rows = lambda s: {tuple(x.flatten().tolist()) for x in s.images}  # noqa: E731
+    assert as_rows(small) <= as_rows(large)
+    assert torch.equal(small.images, train_split(100).images)
+    assert not torch.equal(small.images, train_split(100, seed=1).images)
+
+
+def test_val_and_test_subsets_leave_the_other_splits_alone() -> None:
+    base = {"dataset": "digits", "batch_size": 16}
+    full = build_data(base, CPU)
+    cut = build_data({**base, "val_subset": 50, "test_subset": 40, "train_subset": 300}, CPU)
+    assert (len(cut.train.split), len(cut.val.split), len(cut.test.split)) == (300, 50, 40)
+    untouched = build_data({**base, "train_subset": 300}, CPU)
+    assert torch.equal(untouched.val.split.images, full.val.split.images)
+    assert torch.equal(untouched.test.split.images, full.test.split.images)
+
+
+def test_a_subset_larger_than_its_split_is_an_error() -> None:
+    with pytest.raises(ValueError, match="val_subset=500 is more than the 144 images in that split"):
+        build_data({"dataset": "digits", "val_subset": 500}, CPU)
+
+
+def test_imagefolder_subset_is_stratified_by_folder(tmp_path: Path) -> None:
+    write_imagefolder(tmp_path)
+    config = {"dataset": "imagefolder", "data_root": str(tmp_path), "image_size": 8, "num_workers": 0,
+              "val_fraction": 0.1, "train_subset": 9, "batch_size": 3}
+    subset = build_data(config, CPU).train.loader.dataset
+    counts = np.bincount([label for _, label in subset], minlength=3)
+    assert counts.sum() == 9 and counts.max() - counts.min() <= 1, counts  # ~9 per class in the 27
 
 
 def test_imagefolder_resizes_and_uses_val_folder_as_test(tmp_path: Path, reporter_cls) -> None:

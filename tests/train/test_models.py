@@ -47,3 +47,19 @@ def test_unknown_model_message_suggests_the_close_name() -> None:
     assert "unknown model 'resnt20'" in message and "did you mean 'resnet20'" in message
     assert "mobilenet_v3_small" in message and "resnet110" in message
     assert not is_convnet(build_model("mlp", 3, (1, 2, 2), {}))
+
+
+def test_cnn_widths_double_per_stage_and_dropout_is_applied_only_in_training() -> None:
+    model = build_model("cnn", 10, (1, 28, 28), {"width": 16, "dropout": 0.5})
+    convs = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [16, 32, 64] and model[-1].in_features == 64 * 3 * 3
+    x = torch.randn(4, 1, 28, 28)
+    model.eval()
+    assert torch.equal(model(x), model(x))
+    model.train()
+    assert not torch.equal(model(x), model(x))  # dropout draws a new mask each pass
+
+
+def test_cnn_refuses_images_it_would_pool_away() -> None:
+    with pytest.raises(ValueError, match="at least 8×8 pixels, got 4×4"):
+        build_model("cnn", 10, (1, 4, 4), {})

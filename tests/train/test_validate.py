@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from hpsearch.train import data as data_module
 from objectives.image_classification import validate
 
 
@@ -68,9 +69,32 @@ def test_missing_relative_data_root_names_the_absolute_path(tmp_path: Path, monk
     assert f"no data under data/cifar-100-python (absolute: {tmp_path / 'data' / 'cifar-100-python'})" in message
 
 
-@pytest.mark.parametrize(("dataset", "where"), [("mnist", "MNIST/raw"), ("fashion_mnist", "FashionMNIST/raw"),
-                                                ("imagefolder", "train")])
-def test_missing_files_for_other_datasets(tmp_path: Path, dataset: str, where: str) -> None:
-    [message] = validate({"dataset": dataset, "data_root": str(tmp_path)})
-    assert str(tmp_path / where) in message
-    assert ("train-images-idx3-ubyte" in message) if "MNIST" in where else ("<class>" in message)
+def test_missing_imagefolder_names_the_layout(tmp_path: Path) -> None:
+    [message] = validate({"dataset": "imagefolder", "data_root": str(tmp_path)})
+    assert str(tmp_path / "train") in message and "<class>" in message
+
+
+def test_missing_fashion_mnist_names_every_folder_it_tried(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(data_module, "SYSTEM_DATASETS", tmp_path / "system")
+    [message] = validate({"dataset": "fashion_mnist", "data_root": str(tmp_path / "data")})
+    tried = [tmp_path / "data" / "fashion-mnist", tmp_path / "data" / "FashionMNIST" / "raw", tmp_path / "data",
+             tmp_path / "system" / "fashion-mnist"]
+    assert f"looked in {', '.join(map(str, tried))};" in message
+    assert all(f"{stem}" in message for stem in ("train-images-idx3-ubyte", "t10k-labels-idx1-ubyte"))
+    assert "install Debian's dataset-fashion-mnist" in message and "download: true" in message
+
+
+def test_missing_mnist_does_not_promise_a_debian_package(tmp_path: Path) -> None:
+    [message] = validate({"dataset": "mnist", "data_root": str(tmp_path)})
+    assert f"looked in {tmp_path / 'mnist'}, {tmp_path / 'MNIST' / 'raw'}, {tmp_path};" in message
+    assert "Debian" not in message and "/usr/share" not in message
+
+
+def test_subset_sizes_must_be_whole_numbers_of_images() -> None:
+    problems = validate({"train_subset": 0, "val_subset": 0.5, "test_subset": "all"})
+    assert problems == [
+        "train_subset must be an integer >= 1, got 0",
+        "val_subset must be an integer, got 0.5",
+        "test_subset must be an integer, got 'all'",
+    ]
+    assert validate({"train_subset": 1000, "val_subset": None}) == []
