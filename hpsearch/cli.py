@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import contextlib
 import json
+import os
 import shlex
 import sys
 from collections.abc import Callable, Iterator
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from hpsearch.errors import UserError
+from hpsearch.registry import BACKENDS
 
 RESUME_HINT = "run the same command again to resume"
 
@@ -78,10 +79,10 @@ def load(args: argparse.Namespace) -> Any:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from hpsearch.backends import get_backend
+    import importlib
 
     spec = load(args)
-    summary = get_backend(spec.backend).run(spec, quiet=args.quiet)
+    summary = importlib.import_module(BACKENDS[spec.backend].module).run(spec, quiet=args.quiet)
     print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; best {summary.best}")
     print(f"storage {summary.storage}; TensorBoard: tensorboard --logdir {spec.study_dir}")
     if summary.stopped_early:
@@ -217,10 +218,14 @@ def add_scale_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from hpsearch.workers import machine_salt, run_worker
-
     spec = load(args)
-    summary = run_worker(spec, quiet=args.quiet, seed_salt=machine_salt())
+    if spec.backend != "optuna":
+        raise UserError(f"{spec.path}: backend: {spec.backend}: `hpsearch worker` joins an Optuna study; a {spec.backend} "
+                        f"study is scheduled by its own cluster: run `hpsearch run {spec.path}` (ray.address joins an existing cluster), "
+                        f"or add --set backend=optuna to run Optuna workers on this study")
+    from hpsearch.backends.optuna import machine_salt, run
+
+    summary = run(spec, quiet=args.quiet, seed_salt=machine_salt())
     print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; "
           f"this worker ran {summary.ran}; best {summary.best}")
     if summary.stopped_early:
@@ -238,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=positive_int, help="total finished trials the study aims for")
     p.add_argument("--timeout", type=positive_float, help="seconds of wall time for this invocation")
     p.add_argument("--max-failures", type=positive_int, help="stop after this many failed trials in a row")
-    p.add_argument("--backend", choices=["optuna", "ray"], help="override the spec's backend")
+    p.add_argument("--backend", choices=list(BACKENDS), help="override the spec's backend")
     add_scale_args(p)
     p.add_argument("--address", help="ray backend: 'auto' or HOST:PORT of a running Ray cluster (default: start a local one)")
     p.add_argument("--quiet", action="store_true", help="plain lines, no per-epoch output")

@@ -9,7 +9,9 @@ import argparse
 import sys
 
 from hpsearch.errors import UserError
-from hpsearch.storage import redact as redact_url  # one redaction rule for every printed URL
+from hpsearch.storage import (
+    redact as redact_url,  # one redaction rule for every printed URL
+)
 
 
 def dashboard_url(host: str = "127.0.0.1", port: int = 8080) -> str:
@@ -33,7 +35,7 @@ def start_dashboard(storage_url: str, host: str = "127.0.0.1", port: int = 8080)
     print(f"optuna-dashboard for {redact_url(storage_url)}", flush=True)
     # The storage the searches write: same driver choice, WAL and busy timeout for SQLite;
     # create=False so a mistyped path fails instead of becoming a new, empty database.
-    storage = open_storage(storage_url, create=False, heartbeat=False)
+    storage = open_storage(storage_url, create=False)
     print(f"open {dashboard_url(host, port)}  (Ctrl-C to stop)", flush=True)
     try:
         optuna_dashboard.run_server(storage, host=host, port=port)

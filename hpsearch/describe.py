@@ -41,7 +41,7 @@ def sample_configs(spec: Spec, n: int) -> list[dict[str, Any]]:
 
 
 def describe_spec(spec: Spec, samples: int = 3) -> str:
-    from hpsearch.backends.optuna import sampler_name
+    from hpsearch.registry import sampler_name
 
     budget = f"{spec.budget.trials} trials" + (f", timeout {spec.budget.timeout:g}s" if spec.budget.timeout else "")
     metrics = ", ".join(f"{m} ({d})" for m, d in zip(spec.metrics, spec.directions))

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from hpsearch.text import fmt
+
 
 @dataclass
 class Counts:
@@ -70,17 +72,11 @@ class Progress:
     def epoch(self, trial: int, epoch: int, epochs: Any, metrics: dict[str, float]) -> None:
         if self.quiet:
             return
-        shown = " ".join(f"{k}={_fmt(v)}" for k, v in metrics.items())
+        shown = " ".join(f"{k}={fmt(v)}" for k, v in metrics.items())
         self.print(f"  trial {trial} epoch {epoch}/{epochs if epochs else '?'}: {shown}")
 
     def trial(self, number: int, reason: str, value: str, params: dict[str, Any]) -> None:
-        shown = ", ".join(f"{k}={_fmt(v)}" for k, v in params.items())
+        shown = ", ".join(f"{k}={fmt(v)}" for k, v in params.items())
         self.print(f"trial {number} {reason}: {value} [{shown}]")
         if not self.quiet and self.live_display is None:
             self.print(self.counts.line(self.study))
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)

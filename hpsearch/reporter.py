@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hpsearch.text import finite
+
 # metric name -> TensorBoard tag; other metrics go under "metrics/<name>".
 TAGS = {
     "train_loss": "train/loss",
@@ -111,12 +113,8 @@ class Reporter:
     def close(self, hparams: dict[str, Any] | None = None, final: dict[str, float] | None = None) -> None:
         """Write the trial's hyperparameters and final metrics to TensorBoard's HParams view."""
         if self.writer is not None and hparams is not None:
-            final = {f"final/{k}": float(v) for k, v in (final or {}).items() if _is_number(v)}
+            final = {f"final/{k}": float(v) for k, v in (final or {}).items() if finite(v)}
             self.writer.add_hparams(hparams, final, self.epochs)
         if self._writer is not None:
             self._writer.close()
             self._writer = None
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -29,8 +29,9 @@ import yaml
 
 from hpsearch.errors import UserError
 from hpsearch.objective import BUILTIN, load_objective
-from hpsearch.spec import Spec, apply_overrides, did_you_mean
+from hpsearch.spec import Spec, apply_overrides
 from hpsearch.storage import open_storage, redact
+from hpsearch.text import did_you_mean, fmt
 
 if TYPE_CHECKING:
     import optuna
@@ -50,7 +51,7 @@ def load_study(spec: Spec) -> optuna.Study:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    storage = open_storage(spec.storage_url, create=False, heartbeat=False)
+    storage = open_storage(spec.storage_url, create=False)
     names = optuna.get_all_study_names(storage)
     if spec.study not in names:
         found = ", ".join(names) or "none"
@@ -123,16 +124,6 @@ def trial_record(trial: FrozenTrial, names: list[str]) -> dict[str, Any]:
         "peak_mem_mb": attrs.get("peak_mem_mb"),
         "metrics": attrs.get("metrics"),
     }
-
-
-def fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else str(value)
-    return str(value)
 
 
 # ---------------------------------------------------------------------------- best
@@ -469,7 +460,7 @@ def promote_study(spec: Spec, study: optuna.Study) -> optuna.Study:
     import optuna
 
     pstudy = optuna.create_study(
-        storage=open_storage(spec.storage_url, heartbeat=False),
+        storage=open_storage(spec.storage_url),
         study_name=study.study_name + PROMOTE_SUFFIX,
         directions=study.directions,
         load_if_exists=True,

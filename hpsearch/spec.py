@@ -25,11 +25,15 @@ from pydantic import (
 
 from hpsearch.errors import SpecError
 from hpsearch.objective import BUILTIN, load_objective
+from hpsearch.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS
 from hpsearch.space import Space, parse_space
+from hpsearch.text import did_you_mean
 
 Direction = Literal["maximize", "minimize"]
-SAMPLERS = ("tpe", "random", "grid", "cmaes", "qmc", "gp", "nsga2")
-PRUNERS = ("median", "percentile", "successive_halving", "hyperband", "none")
+SamplerName = Literal[tuple(SAMPLERS)]  # type: ignore[valid-type]
+PrunerName = Literal[tuple(PRUNERS)]  # type: ignore[valid-type]
+BackendName = Literal[tuple(BACKENDS)]  # type: ignore[valid-type]
+SchedulerName = Literal[tuple(RAY_SCHEDULERS)]  # type: ignore[valid-type]
 
 
 class Section(BaseModel):
@@ -43,14 +47,14 @@ class Budget(Section):
 
 
 class SamplerSpec(Section):
-    name: Literal[SAMPLERS] | None = None  # type: ignore[valid-type]  # default: tpe, or nsga2 for several metrics
+    name: SamplerName | None = None  # default: tpe, or nsga2 for several metrics
     seed: int | None = None
     startup_trials: int | None = Field(None, ge=0)  # random trials before the model kicks in (tpe, gp, cmaes)
     population_size: int | None = Field(None, ge=2)  # nsga2
 
 
 class PrunerSpec(Section):
-    name: Literal[PRUNERS] = "median"  # type: ignore[valid-type]
+    name: PrunerName = "median"
     warmup_epochs: int = Field(1, ge=0)  # epochs a trial always runs before it may be pruned
     startup_trials: int = Field(5, ge=0)  # trials that finish unpruned before pruning starts (median, percentile)
     interval_epochs: int = Field(1, ge=1)
@@ -91,7 +95,7 @@ class Resources(Section):
 
 class RaySpec(Section):
     address: str | None = None  # "auto" or HOST:PORT joins a running cluster; unset starts a local one
-    scheduler: Literal["asha", "hyperband", "median", "pbt", "fifo"] = "asha"  # grace: pruner.warmup_epochs, rate: pruner.reduction_factor
+    scheduler: SchedulerName = "asha"  # grace: pruner.warmup_epochs, rate: pruner.reduction_factor
     perturbation_interval: int = Field(2, ge=1)  # pbt: epochs between exploit/explore steps
 
 
@@ -105,7 +109,7 @@ class Spec(Section):
     pruner: PrunerSpec = PrunerSpec()
     storage: str | None = None
     output: str = "runs"
-    backend: Literal["optuna", "ray"] = "optuna"
+    backend: BackendName = "optuna"
     resources: Resources = Resources()
     ray: RaySpec = RaySpec()
     fixed: dict[str, Any] = {}
@@ -292,13 +296,6 @@ def known_keys(parent: list[str]) -> list[str]:
             return []
         model = field.annotation
     return list(model.model_fields)
-
-
-def did_you_mean(word: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    if close:
-        return f"; did you mean {close[0]!r}?"
-    return f" (known: {', '.join(choices)})" if choices else ""
 
 
 def check_consistency(spec: Spec, errors: list[str]) -> None:

@@ -4,30 +4,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import sqlite3
 import time
-import warnings
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import optuna
 
 from hpsearch.errors import UserError
-
-
-def _env_seconds(name: str, default: int) -> int:
-    """A whole number of seconds from the environment (tests use 1 s / 3 s); bad values are reported by open_storage."""
-    text = os.environ.get(name, "").strip()
-    return int(text) if text.isdigit() and int(text) > 0 else default
-
-
-HEARTBEAT_S = _env_seconds("HPSEARCH_HEARTBEAT_S", 10)  # a running trial's process touches the storage this often
-GRACE_S = _env_seconds("HPSEARCH_GRACE_S", 30)  # a RUNNING trial silent this long belongs to a dead process: failed, retried
-MAX_RETRY = 3  # a config whose process died is queued again at most this often
-DIED = "failed: process died (no heartbeat for {grace} s)"
 
 
 def redact(url: str) -> str:
@@ -64,39 +49,32 @@ def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
 
-def open_storage(url: str, create: bool = True, heartbeat: bool = True) -> Any:
-    """An Optuna RDBStorage; SQLite files use WAL and a long busy timeout so processes can share one."""
+def open_storage(url: str, create: bool = True, read_only: bool = False) -> Storage:
+    """An Optuna RDBStorage; SQLite files use WAL and a long busy timeout so processes can share one.
+
+    ``read_only``: a SQLite file the user may not write (best, trials, report): opened with
+    ``mode=ro``, no journal change, nothing created."""
     import sqlalchemy.exc
 
-    if heartbeat:  # before anything is written
-        _checked_env("HPSEARCH_HEARTBEAT_S", HEARTBEAT_S)
-        _checked_env("HPSEARCH_GRACE_S", GRACE_S)
-        if GRACE_S <= HEARTBEAT_S:
-            raise UserError(f"HPSEARCH_GRACE_S={GRACE_S} must be longer than HPSEARCH_HEARTBEAT_S={HEARTBEAT_S}")
     path = sqlite_path(url)
     engine_kwargs: dict[str, Any] = {}
     if path is not None:
-        if not create and not path.exists():
-            raise UserError(f"storage: no study database at {path} (has the study been run?)")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with sqlite3.connect(path, timeout=60) as db:
-                db.execute("PRAGMA journal_mode=WAL")  # persistent: readers never block the writer
-        except (OSError, sqlite3.Error) as exc:
-            raise UserError(f"storage: cannot open {path}: {exc}") from None
-        engine_kwargs = {"connect_args": {"timeout": 60}}
-        _fast_sqlite_commits()
+        if (read_only or not create) and not path.exists():
+            raise UserError(f"storage: no study database at {path.resolve()} (has the study been run?)")
+        if read_only:
+            engine_kwargs = {"connect_args": {"timeout": 60, "uri": True}}
+            url = f"sqlite:///file:{path.resolve()}?mode=ro&uri=true"
+        else:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with sqlite3.connect(path, timeout=60) as db:
+                    db.execute("PRAGMA journal_mode=WAL")  # persistent: readers never block the writer
+            except (OSError, sqlite3.Error) as exc:
+                raise UserError(f"storage: cannot open {path.resolve()}: {exc}") from None
+            engine_kwargs = {"connect_args": {"timeout": 60}}
+            _fast_sqlite_commits()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            extra: dict[str, Any] = {}
-            if heartbeat:
-                extra = {
-                    "heartbeat_interval": HEARTBEAT_S,
-                    "grace_period": GRACE_S,
-                    "heartbeat_stale_trial_callback": RetryStale(max_retry=MAX_RETRY),
-                }
-            return _create(engine_url(url), engine_kwargs, extra, sqlite=path is not None)
+        return _create(engine_url(url), engine_kwargs, sqlite=path is not None, read_only=read_only)
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, ImportError, ValueError) as exc:
         raise cannot_open(url, exc) from None
 
@@ -107,13 +85,7 @@ def cannot_open(url: str, exc: BaseException) -> UserError:
     return UserError(f"storage: cannot open {redact(url)}: {redact(first)}")
 
 
-def _checked_env(name: str, value: int) -> None:
-    text = os.environ.get(name)
-    if text is not None and _env_seconds(name, -1) == -1:
-        raise UserError(f"{name}={text!r}: expected a whole number of seconds > 0")
-
-
-def _create(url: str, engine_kwargs: dict[str, Any], extra: dict[str, Any], sqlite: bool) -> Any:
+def _create(url: str, engine_kwargs: dict[str, Any], sqlite: bool, read_only: bool) -> Storage:
     """Processes that open a new database at the same moment race to create its tables: retry.
     (SQLite says so with "database is locked", PostgreSQL with a unique violation.)"""
     import sqlalchemy.exc
@@ -122,7 +94,8 @@ def _create(url: str, engine_kwargs: dict[str, Any], extra: dict[str, Any], sqli
     racing = (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) if sqlite else (sqlalchemy.exc.IntegrityError,)
     for attempt in range(retries + 1):
         try:
-            return HeartbeatStorage(url, engine_kwargs=engine_kwargs, **extra)
+            # skip_table_creation on a read-only file: there is nothing it may create
+            return Storage(url, engine_kwargs=engine_kwargs, skip_table_creation=read_only, skip_compatibility_check=read_only)
         except racing:
             if attempt == retries:
                 raise
@@ -130,107 +103,105 @@ def _create(url: str, engine_kwargs: dict[str, Any], extra: dict[str, Any], sqli
     raise AssertionError("unreachable")
 
 
-class HeartbeatStorage(optuna.storages.RDBStorage):
-    """RDBStorage whose heartbeat-stale trials get a readable ``reason`` before Optuna fails them.
+class Storage(optuna.storages.RDBStorage):
+    """RDBStorage plus the few queries hpsearch makes often, each one statement and one commit.
 
-    Optuna's ``fail_stale_trials`` asks for the stale ids, then sets FAIL (after which no
-    attribute can be written) and runs the retry callback; the reason is written in between.
+    This module is the one place that uses Optuna's private names (its RDB models, a study's
+    storage and ids, a trial's id): everything else goes through the functions below.
     """
 
-    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        stale = super()._get_stale_trial_ids(study_id) + self._never_beat(study_id)
-        for trial_id in stale:
-            try:
-                self.set_trial_user_attr(trial_id, "reason", DIED.format(grace=self.grace_period))
-            except optuna.exceptions.UpdateFinishedTrialError:
-                pass  # another process failed it first
-        return stale
-
-    def set_trial_user_attrs(self, trial_id: int, attrs: dict[str, Any]) -> None:
-        """Several user attributes in one statement and one commit, where Optuna's per-key call makes a
-        commit (or three statements) per key: 8 attributes on SQLite take ~3 ms instead of ~12-17 ms."""
+    def set_trial_attrs(self, trial_id: int, user: dict[str, Any] | None = None, system: dict[str, Any] | None = None) -> None:
+        """Several attributes in one commit, where Optuna's per-key call makes a commit per key:
+        8 attributes on SQLite take ~3 ms instead of ~12-17 ms."""
         from optuna.storages._rdb import models
         from optuna.storages._rdb.storage import _create_scoped_session
         from sqlalchemy.dialects import postgresql, sqlite
 
-        if not attrs:
+        groups = [(models.TrialUserAttributeModel, user or {}), (models.TrialSystemAttributeModel, system or {})]
+        if not any(attrs for _, attrs in groups):
             return
         dialect = {"sqlite": sqlite, "postgresql": postgresql}.get(self.engine.name)
-        model = models.TrialUserAttributeModel
         with _create_scoped_session(self.scoped_session, True) as session:
-            if dialect is None:  # e.g. MySQL: Optuna's own upsert, key by key
-                for key, value in attrs.items():
-                    self._set_trial_attr_without_commit(session, model, trial_id, key, value)
-                return
             trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
             self.check_trial_is_updatable(trial_id, trial.state)
-            rows = [{"trial_id": trial_id, "key": key, "value_json": json.dumps(value)} for key, value in attrs.items()]
-            insert = dialect.insert(model).values(rows)
-            session.execute(insert.on_conflict_do_update(index_elements=[model.trial_id, model.key], set_={"value_json": insert.excluded.value_json}))
+            for model, attrs in groups:
+                if not attrs:
+                    continue
+                if dialect is None:  # e.g. MySQL: Optuna's own upsert, key by key
+                    for key, value in attrs.items():
+                        self._set_trial_attr_without_commit(session, model, trial_id, key, value)
+                    continue
+                rows = [{"trial_id": trial_id, "key": key, "value_json": json.dumps(value)} for key, value in attrs.items()]
+                insert = dialect.insert(model).values(rows)
+                session.execute(insert.on_conflict_do_update(index_elements=[model.trial_id, model.key], set_={"value_json": insert.excluded.value_json}))
 
-    def _never_beat(self, study_id: int) -> list[int]:
-        """RUNNING trials whose process died between creating them and its first heartbeat (Optuna skips these)."""
-        from optuna.storages._rdb import models
-        from optuna.storages._rdb.storage import _create_scoped_session
-
-        assert self.grace_period is not None
-        cutoff = _utc_now() - timedelta(seconds=self.grace_period)
-        with _create_scoped_session(self.scoped_session) as session:
-            rows = (
-                session.query(models.TrialModel.trial_id)
-                .outerjoin(models.TrialHeartbeatModel, models.TrialHeartbeatModel.trial_id == models.TrialModel.trial_id)
-                .filter(models.TrialModel.study_id == study_id)
-                .filter(models.TrialModel.state == optuna.trial.TrialState.RUNNING)
-                .filter(models.TrialHeartbeatModel.trial_heartbeat_id.is_(None))
-                .filter(models.TrialModel._datetime_start_utc < cutoff)  # naive UTC, as Optuna stores it
-                .all()
-            )
-        return [row[0] for row in rows]
-
-    def silent_trials(self, study_id: int, seconds: float) -> dict[int, float]:
-        """RUNNING trials whose process has not beaten for ``seconds``: trial id -> seconds of silence."""
+    def count_states(self, study_id: int) -> dict[optuna.trial.TrialState, int]:
+        """Trials of the study per state, counted by the database (reading them all costs O(trials))."""
         import sqlalchemy
         from optuna.storages._rdb import models
         from optuna.storages._rdb.storage import _create_scoped_session
 
         with _create_scoped_session(self.scoped_session) as session:
-            now = session.execute(sqlalchemy.func.now()).scalar().replace(tzinfo=None)  # heartbeats are in DB time
             rows = (
-                session.query(models.TrialModel.trial_id, models.TrialModel._datetime_start_utc, models.TrialHeartbeatModel.heartbeat)
-                .outerjoin(models.TrialHeartbeatModel, models.TrialHeartbeatModel.trial_id == models.TrialModel.trial_id)
+                session.query(models.TrialModel.state, sqlalchemy.func.count(models.TrialModel.trial_id))
                 .filter(models.TrialModel.study_id == study_id)
-                .filter(models.TrialModel.state == optuna.trial.TrialState.RUNNING)
+                .group_by(models.TrialModel.state)
                 .all()
             )
-        ages = {i: (now - beat if beat is not None else _utc_now() - start).total_seconds() for i, start, beat in rows}
-        return {i: age for i, age in ages.items() if age >= seconds}
+        return {optuna.trial.TrialState(state) if not isinstance(state, optuna.trial.TrialState) else state: n for state, n in rows}
 
 
-def fail_and_retry(study: optuna.Study, trial_id: int, reason: str) -> None:
-    """End a RUNNING trial whose process is known to be dead: FAIL with ``reason``, then queue its
-    params again, as the heartbeat check does after the grace period."""
-    storage = study._storage
-    try:
-        storage.set_trial_user_attr(trial_id, "reason", reason)
-        storage.set_trial_state_values(trial_id, optuna.trial.TrialState.FAIL)
-    except optuna.exceptions.UpdateFinishedTrialError:
-        return  # it ended after all, or another process failed it first
-    RetryStale(max_retry=MAX_RETRY)(study, storage.get_trial(trial_id))
-
-
-def _utc_now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
-def backend_storage(study: optuna.Study) -> Any:
-    """The storage under Optuna's cache wrapper."""
+def storage_of(study: optuna.Study) -> Any:
+    """The study's storage, under Optuna's cache wrapper."""
     return getattr(study._storage, "_backend", study._storage)
 
 
-class RetryStale(optuna.storages.RetryHeartbeatStaleTrialCallback):
-    """Queue the dead trial's params again (same config), without its end-of-trial attributes."""
+def study_id(study: optuna.Study) -> int:
+    return study._study_id
 
-    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        kept = {k: v for k, v in trial.user_attrs.items() if k not in ("reason", "worker")}
-        trial.user_attrs = {**kept, "retry_of": trial.number}
-        super().__call__(study, trial)
+
+def trial_id(trial: optuna.Trial | optuna.trial.FrozenTrial) -> int:
+    return trial._trial_id
+
+
+def set_attrs(study: optuna.Study, trial: optuna.Trial | optuna.trial.FrozenTrial, user: dict[str, Any] | None = None,
+              system: dict[str, Any] | None = None) -> None:
+    """User and system attributes of a trial in one commit (key by key on storages that are not ours)."""
+    storage, tid = storage_of(study), trial_id(trial)
+    if isinstance(storage, Storage):
+        storage.set_trial_attrs(tid, user, system)
+        return
+    for key, value in (user or {}).items():
+        storage.set_trial_user_attr(tid, key, value)
+    for key, value in (system or {}).items():
+        storage.set_trial_system_attr(tid, key, value)
+
+
+def count_states(study: optuna.Study) -> dict[optuna.trial.TrialState, int]:
+    storage = storage_of(study)
+    if isinstance(storage, Storage):
+        return storage.count_states(study_id(study))
+    counts: dict[optuna.trial.TrialState, int] = {}
+    for t in study.get_trials(deepcopy=False):
+        counts[t.state] = counts.get(t.state, 0) + 1
+    return counts
+
+
+def trial_by_number(study: optuna.Study, number: int) -> optuna.trial.FrozenTrial:
+    storage = storage_of(study)
+    return storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study_id(study), number))
+
+
+def frozen(study: optuna.Study, trial: optuna.Trial) -> optuna.trial.FrozenTrial:
+    return storage_of(study).get_trial(trial_id(trial))
+
+
+def end_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial, state: optuna.trial.TrialState, reason: str) -> bool:
+    """FAIL (or another end state) a trial another process left RUNNING, with a reason. False when it had ended already."""
+    storage = storage_of(study)
+    try:
+        storage.set_trial_user_attr(trial_id(trial), "reason", reason)
+        storage.set_trial_state_values(trial_id(trial), state)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        return False  # it ended after all, or another process ended it first
+    return True

@@ -24,7 +24,8 @@ from typing import Any
 import yaml
 
 from hpsearch.errors import UserError
-from hpsearch.results import apply_config_overrides, check_config, fmt
+from hpsearch.results import apply_config_overrides, check_config
+from hpsearch.text import fmt
 
 REQUIRED = ("objective", "config", "metric")
 RUN_FILES = ("checkpoint.pt", "checkpoint.tmp", "history.jsonl", "metrics.json", "model.pt", "config.yaml")

@@ -11,6 +11,7 @@ from typing import Any
 
 from hpsearch.objective import Objective
 from hpsearch.reporter import Pruned, Reporter
+from hpsearch.text import finite
 
 COMPLETE, PRUNED, FAILED = "completed", "pruned", "failed"
 # Config key: the smallest micro-batch an out-of-memory retry may try (default 1). The leading
@@ -35,7 +36,7 @@ class Outcome:
             "reason": self.reason,
             "epochs": self.epochs,
             "wall_s": round(self.wall_s, 3),
-            "metrics": {k: v for k, v in self.metrics.items() if _finite(v)},
+            "metrics": {k: v for k, v in self.metrics.items() if finite(v)},
             "samples_per_s": self.metrics.get("samples_per_s"),
             "peak_mem_mb": self.metrics.get("peak_mem_mb"),
         }
@@ -151,11 +152,7 @@ def _end(state: str, reason: str, reporter: Reporter, start: float, metrics: dic
     if metrics is None:
         metrics = {k: v for k, v in (reporter.history[-1] if reporter.history else {}).items() if k != "epoch"}
     epochs = int(metrics.get("epochs", reporter.epochs)) if state == COMPLETE else reporter.epochs
-    speeds = [h["samples_per_s"] for h in reporter.history if _finite(h.get("samples_per_s"))]
+    speeds = [h["samples_per_s"] for h in reporter.history if finite(h.get("samples_per_s"))]
     if speeds and "samples_per_s" not in metrics:
         metrics = {**metrics, "samples_per_s": sum(speeds) / len(speeds)}
     return Outcome(state, reason, metrics, None, epochs, time.perf_counter() - start)
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,7 +50,7 @@ def trials_of(tmp_path: Path, study: str) -> list[FrozenTrial]:
     if not db.exists():
         return []
     try:  # open_storage retries while the run is still creating the file's tables
-        storage = open_storage(f"sqlite:///{db}", create=False, heartbeat=False)
+        storage = open_storage(f"sqlite:///{db}", create=False)
         return optuna.load_study(study_name=study, storage=storage).get_trials()
     except KeyError:  # the study row is not written yet
         return []
@@ -102,16 +103,18 @@ def test_kill_9_of_the_run_mid_trial_then_rerun_keeps_done_trials_and_retries_th
     done_before = {t.number: t.value for t in by_state(before, TrialState.COMPLETE)}
     (killed,) = by_state(before, TrialState.RUNNING)
 
-    again = cli("run", str(spec), "--quiet", env=FAST_HEARTBEAT)  # right away: it waits out the 3 s grace
+    again = cli("run", str(spec), "--quiet", env=FAST_HEARTBEAT)  # right away: the killed pid is gone, no waiting
     assert again.returncode == 0, again.stderr
     assert f"resuming at {len(done_before)}/4" in again.stdout
-    assert f"trial(s) {killed.number} RUNNING without a heartbeat" in again.stdout
+    reason = f"failed: process died (pid {proc.pid} on {socket.gethostname()} is gone)"
+    assert f"trial {killed.number} {reason}: config retried next" in again.stdout
 
     trials = trials_of(tmp_path, "slow")
     dead = trials[killed.number]
     assert dead.state == TrialState.FAIL
-    assert dead.user_attrs["reason"] == "failed: process died (no heartbeat for 3 s)"
+    assert dead.user_attrs["reason"] == reason
     (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == killed.number]
+    assert retry.number == len(before), "the killed config is the first trial the rerun runs"
     assert retry.params == killed.params and retry.state == TrialState.COMPLETE
     assert retry.user_attrs["reason"] == "completed"
     assert {t.number: t.value for t in trials if t.number in done_before} == done_before  # nothing lost

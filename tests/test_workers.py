@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 from hpsearch.cli import main
 from hpsearch.errors import UserError
 from hpsearch.spec import Resources
-from hpsearch.workers import plan_slots
+from hpsearch.devices import plan_slots
 from tests.conftest import ROOT, cli
 
 RECORD = ROOT / "tests" / "fixtures" / "record.py"

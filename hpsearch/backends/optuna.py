@@ -1,179 +1,212 @@
-"""The embedded backend: an Optuna study in the spec's storage, trials run in this process."""
+"""The embedded engine: workers claim trials from the study's storage and run them.
+
+A *worker* runs trials of one study until the study's budget is spent. ``hpsearch run`` is
+one worker in this process (or, with several slots, one per slot process: slots.py);
+``hpsearch worker`` is the same on any machine that reaches the storage.
+
+Budget exactness. Optuna's MaxTrialsCallback counts after the fact, so N processes overshoot
+by up to N-1 trials; "ask, then fail the trial when over budget" leaves junk FAIL trials.
+Here a worker *claims* a trial under a lock that every process on the study shares (a
+PostgreSQL advisory lock, or a file lock next to a SQLite file): it counts running +
+completed + pruned trials and calls ``study.ask()`` only while that count is below
+``budget.trials``, all under the lock. A failed trial releases its claim (failures do not
+spend the budget). So completed + pruned can never pass the budget, no trial is created only
+to be thrown away, and a worker with nothing left to claim waits while the last trials run
+(one of them might still fail and need a replacement) and exits when completed + pruned
+reaches the budget.
+"""
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import os
+import signal
+import sys
+import threading
 import time
-import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
-from hpsearch.errors import UserError
+from hpsearch.devices import THREADS_ENV, in_process, slots_for
+from hpsearch.liveness import (
+    Heartbeat,
+    Observer,
+    check,
+    fail_trials_of,
+    intervals,
+    settle,
+    stamp,
+    worker_name,
+)
+from hpsearch.objective import load_objective
 from hpsearch.progress import Progress
 from hpsearch.reporter import PruneHook, Reporter
+from hpsearch.slots import (
+    STOPPED,
+    deadline_from_env,
+    run_slots,
+    spec_from_env,
+    watch_parent,
+)
 from hpsearch.spec import Spec
-from hpsearch.storage import GRACE_S, HEARTBEAT_S, HeartbeatStorage, backend_storage, open_storage, redact
-from hpsearch.trial import FAILED, PRUNED, Outcome, run_trial
+from hpsearch.storage import count_states, frozen, open_storage
+from hpsearch.study import (
+    CLAIMED,
+    ClaimLock,
+    Summary,
+    announce,
+    finished_count,
+    open_study,
+    reason,
+    record,
+    refresh,
+    summary,
+    trial_value_text,
+)
+from hpsearch.trial import FAILED, PRUNED, run_trial
 
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+WAIT_S = 1.0  # a worker with nothing to claim looks again this often (a running trial may fail)
 
 
 class TrialFailed(Exception):
-    """Raised inside study.optimize so Optuna records FAIL; the reason is already stored."""
+    """The trial function's way to say FAIL; the reason is already stored."""
 
 
-@dataclass
-class Summary:
-    study: str
-    storage: str
-    finished: int  # completed + pruned, all invocations
-    pruned: int
-    failed: int
-    ran: int  # trials started by this invocation
-    best: str
-    stopped_early: str | None = None  # why the study stopped before its budget, if it did
+# ---------------------------------------------------------------------------- entry points
 
 
-# ---------------------------------------------------------------------------- samplers & pruners
+def run(spec: Spec, quiet: bool = False, seed_salt: int = 0) -> Summary:
+    """``hpsearch run`` / ``hpsearch worker``: work on the study with this machine's slots, in this
+    process when there is one slot."""
+    intervals()  # a bad HPSEARCH_HEARTBEAT_S / HPSEARCH_GRACE_S is one line before anything is written
+    slots = slots_for(spec.resources)
+    if in_process(slots, spec.resources):
+        deadline = time.time() + spec.budget.timeout if spec.budget.timeout else None
+        return work(spec, quiet=quiet, deadline=deadline, seed_salt=seed_salt)
+    return run_slots(spec, slots, [sys.executable, "-m", "hpsearch.backends.optuna", "--path", spec.path], quiet)
 
 
-def sampler_name(spec: Spec) -> str:
-    return spec.sampler.name or ("nsga2" if len(spec.metrics) > 1 else "tpe")
+def machine_salt() -> int:
+    """``hpsearch worker`` on several machines: a seed shift of its own for each process."""
+    return int(hashlib.sha256(worker_name().encode()).hexdigest()[:6], 16)
 
 
-def build_sampler(spec: Spec, offset: int = 0) -> optuna.samplers.BaseSampler:
-    """``offset`` shifts the seed on resume, so a resumed study does not replay its first samples."""
-    s = spec.sampler
-    seed = None if s.seed is None else s.seed + offset
-    startup = {} if s.startup_trials is None else {"n_startup_trials": s.startup_trials}
-    builders = {
-        "tpe": lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, **startup),
-        "random": lambda: optuna.samplers.RandomSampler(seed=seed),
-        "grid": lambda: optuna.samplers.GridSampler(spec.tree.grid() or {}, seed=seed),
-        "cmaes": lambda: optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False, **startup),
-        "qmc": lambda: optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False),
-        "gp": lambda: optuna.samplers.GPSampler(seed=seed, **startup),
-        "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed, population_size=s.population_size or 50),
-    }
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return builders[sampler_name(spec)]()
+# ---------------------------------------------------------------------------- one worker
 
 
-def build_pruner(spec: Spec) -> optuna.pruners.BasePruner:
-    p = spec.pruner
-    # Optuna may prune at step >= n_warmup_steps; epochs are 1-based and warmup epochs are never pruned.
-    common = {"n_startup_trials": p.startup_trials, "n_warmup_steps": p.warmup_epochs + 1, "interval_steps": p.interval_epochs}
-    max_epochs = p.max_epochs or spec.fixed.get("epochs") or "auto"
-    builders = {
-        "median": lambda: optuna.pruners.MedianPruner(**common),
-        "percentile": lambda: optuna.pruners.PercentilePruner(p.percentile, **common),
-        "successive_halving": lambda: optuna.pruners.SuccessiveHalvingPruner(
-            min_resource=max(1, p.warmup_epochs), reduction_factor=p.reduction_factor or 4
-        ),
-        "hyperband": lambda: optuna.pruners.HyperbandPruner(
-            min_resource=max(1, p.warmup_epochs), max_resource=max_epochs, reduction_factor=p.reduction_factor or 3
-        ),
-        "none": lambda: optuna.pruners.NopPruner(),
-    }
-    return builders[p.name]()
+def claim(study: optuna.Study, budget: int, lock: ClaimLock, observer: Observer) -> optuna.Trial | None:
+    """A new RUNNING trial of this worker, or None while running + finished trials cover the budget."""
+    with lock.held():
+        check(study, observer)  # a dead process's trial is failed and its config queued: claimed next
+        n = count_states(study)
+        if sum(n.get(s, 0) for s in CLAIMED) >= budget:
+            return None
+        trial = study.ask()
+        stamp(study, trial)
+    return trial
 
 
-# ---------------------------------------------------------------------------- study
+def work(spec: Spec, quiet: bool = False, announce_lines: bool = True, deadline: float | None = None,
+         seed_salt: int = 0, stop: threading.Event | None = None) -> Summary:
+    """Claim and run trials until completed + pruned reaches ``budget.trials`` (or time, failures, ``stop``).
+
+    ``announce_lines``: print the first line and each trial's end (a slot leaves that to its parent).
+    ``seed_salt``: shifts the sampler seed, so processes sharing a study draw different samples."""
+    stop = stop or threading.Event()
+    objective = load_objective(spec.objective, spec.base_dir)
+    apply_threads()
+    open_storage(spec.storage_url)  # reach the storage before the lock writes beside it: a bad URL is one line, nothing written
+    lock = ClaimLock(spec.storage_url, spec.study)
+    with lock.held():  # creating the study under the lock enqueues warm starts once
+        study = open_study(spec, seed_salt=seed_salt)
+    spec.study_dir.mkdir(parents=True, exist_ok=True)
+    progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
+    observer = Observer()
+    if announce_lines:
+        settle(study, observer, progress.print)  # a killed earlier run's trial: failed with a reason, its config next
+    refresh(progress, study, spec)
+    if announce_lines and not announce(progress, spec, progress.counts.done):
+        return summary(study, spec, 0, None)
+    fn = trial_function(spec, objective, progress)
+    ran, failures_in_a_row, stopped_early = 0, 0, None
+    limit = spec.budget.max_failures
+    with progress:
+        try:
+            while not stop.is_set() and (deadline is None or time.time() < deadline):
+                trial = claim(study, spec.budget.trials, lock, observer)
+                if trial is None:
+                    if finished_count(study) >= spec.budget.trials:
+                        break
+                    time.sleep(WAIT_S)
+                    continue
+                ran += 1
+                progress.counts.running += 1  # this process's trial; the next refresh reads them all from storage
+                progress.refresh()
+                ended = run_claimed(study, trial, fn, stop)
+                failures_in_a_row = failures_in_a_row + 1 if ended.state == TrialState.FAIL else 0
+                if announce_lines:
+                    refresh(progress, study, spec)
+                    progress.trial(ended.number, reason(ended), trial_value_text(ended, spec), ended.params)
+                if limit is not None and failures_in_a_row >= limit:
+                    stopped_early = f"{failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {ended.user_attrs.get('reason')}"
+                    break
+        except KeyboardInterrupt:  # also a claim cut short between ask() and the objective
+            fail_trials_of(study, worker_name(), "interrupted", retry_them=False)
+            raise
+    return summary(study, spec, ran, stopped_early)
 
 
-def open_study(spec: Spec, create: bool = True, heartbeat: bool = True, seed_salt: int = 0) -> optuna.Study:
-    """Create the study or load it (resume); warm starts are enqueued only on creation.
-
-    ``seed_salt`` tells processes sharing one study apart: with the same seed they would all
-    draw the same random start-up configs."""
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    storage = open_storage(spec.storage_url, create=create, heartbeat=heartbeat)
-    existing = {s.study_name: s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
-    if spec.study not in existing and not create:
-        raise UserError(f"storage {redact(spec.storage_url)}: no study named {spec.study!r} (found: {', '.join(existing) or 'none'})")
-    offset = existing[spec.study].n_trials if spec.study in existing else 0
-    study = optuna.create_study(
-        storage=storage,
-        sampler=build_sampler(spec, offset + seed_salt),
-        pruner=build_pruner(spec),
-        study_name=spec.study,
-        directions=spec.directions,
-        load_if_exists=True,
-    )
-    wanted = [optuna.study.StudyDirection[d.upper()] for d in spec.directions]
-    if list(study.directions) != wanted:
-        got = [d.name.lower() for d in study.directions]
-        raise UserError(f"{spec.path}: direction: the stored study {spec.study!r} has directions {got}, the spec says {spec.directions}")
-    if spec.study not in existing:
-        study.set_user_attr("metric_names", spec.metrics)
-        with warnings.catch_warnings():  # experimental in Optuna: its warning would reach the user's stderr
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(spec.metrics)  # optuna-dashboard labels objectives with these
-        study.set_user_attr("objective", spec.objective)
-        for config in spec.warm_start:
-            study.enqueue_trial(spec.tree.params_from_config({**spec.fixed, **config}), user_attrs={"warm_start": True})
-    return study
+def run_claimed(study: optuna.Study, trial: optuna.Trial, fn: Callable[[optuna.Trial], Any], stop: threading.Event) -> FrozenTrial:
+    """Run one claimed trial and record its end state, as study.optimize would."""
+    beat = Heartbeat(study, trial)
+    values, state = None, TrialState.COMPLETE
+    try:
+        try:
+            values = fn(trial)
+        except optuna.TrialPruned:
+            state = TrialState.PRUNED
+        except TrialFailed:
+            state = TrialState.FAIL
+        except KeyboardInterrupt:
+            tell(study, trial, TrialState.FAIL, stop=stop)
+            raise
+        except Exception as exc:  # noqa: BLE001 - e.g. a storage error while sampling: the trial fails, the worker goes on
+            trial.set_user_attr("reason", f"failed: {type(exc).__name__}: {exc}".strip())
+            state = TrialState.FAIL
+        tell(study, trial, state, values, stop)
+    finally:
+        beat.stop()
+    return frozen(study, trial)
 
 
-# ---------------------------------------------------------------------------- run
+def tell(study: optuna.Study, trial: optuna.Trial, state: TrialState, values: Any = None, stop: threading.Event | None = None) -> None:
+    """study.tell outside study.optimize. A sampler that asks the study to stop there (GridSampler,
+    once every grid point ran) raises instead; the trial is recorded by then, so stop claiming."""
+    try:
+        study.tell(trial, values, state=state)
+    except RuntimeError as exc:
+        if "Study.stop" not in str(exc):
+            raise
+        if stop is not None:
+            stop.set()
 
 
-def run(spec: Spec, quiet: bool = False) -> Summary:
-    """Run the study until ``budget.trials`` trials have finished (completed or pruned).
-
-    One slot runs trials in this process; several (--workers, GPUs) run as processes. Either
-    way each trial is claimed under the study's lock (workers.py), so the budget ends exactly
-    even when other processes or machines work on the same study."""
-    from hpsearch import workers
-
-    return workers.run_worker(spec, quiet)
+def apply_threads() -> None:
+    """Slots get OMP_NUM_THREADS before torch loads; this also covers a torch that was imported already."""
+    threads = os.environ.get(THREADS_ENV)
+    if threads and "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(int(threads))
 
 
-def announce(progress: Progress, spec: Spec, done: int, where: str = "") -> bool:
-    """The run's first line; False (and a line saying so) when the budget is already spent."""
-    if done >= spec.budget.trials:
-        progress.print(f"{spec.study}: budget reached ({done}/{spec.budget.trials} trials finished); raise budget.trials to continue")
-        return False
-    progress.print(
-        f"{spec.study}: {'resuming at' if done else 'starting'} {done}/{spec.budget.trials} trials{where}, "
-        f"sampler {sampler_name(spec)}, pruner {spec.pruner.name}, storage {redact(spec.storage_url)}"
-    )
-    return True
+# ---------------------------------------------------------------------------- the trial body
 
 
-def fail_stale_trials(study: optuna.Study) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
-
-
-def settle_silent(study: optuna.Study, progress: Progress) -> None:
-    """Trials left RUNNING by a process that died: wait out the heartbeat grace period, then fail them
-    (reason "failed: process died ...") and queue their configs again, so they run first."""
-    storage = backend_storage(study)
-    if not isinstance(storage, HeartbeatStorage):
-        fail_stale_trials(study)
-        return
-    silent = storage.silent_trials(study._study_id, 2 * HEARTBEAT_S)  # live processes beat every HEARTBEAT_S
-    if silent:
-        numbers = sorted(storage.get_trial(i).number for i in silent)
-        wait = max(0.0, GRACE_S - min(silent.values())) + 1
-        progress.print(f"trial(s) {', '.join(map(str, numbers))} RUNNING without a heartbeat (their process died?): "
-                       f"failing them and retrying their configs in {wait:.0f} s")
-    deadline = time.monotonic() + GRACE_S + 2
-    while True:
-        fail_stale_trials(study)
-        left = set(silent) & set(storage.silent_trials(study._study_id, 2 * HEARTBEAT_S))
-        if not left or time.monotonic() > deadline:
-            return
-        time.sleep(0.5)
-
-
-def trial_function(spec: Spec, objective: Any, progress: Progress) -> Any:
-    """The trial body: sample, run the objective, record; raises TrialPruned / TrialFailed like study.optimize expects."""
+def trial_function(spec: Spec, objective: Any, progress: Progress) -> Callable[[optuna.Trial], float | list[float]]:
+    """Sample, run the objective, record; raises TrialPruned / TrialFailed for run_claimed."""
 
     def fn(trial: optuna.Trial) -> float | list[float]:
         config = spec.config_for(spec.tree.suggest(trial))
@@ -188,7 +221,7 @@ def trial_function(spec: Spec, objective: Any, progress: Progress) -> Any:
         except KeyboardInterrupt:
             trial.set_user_attr("reason", "interrupted")
             raise
-        record(trial, outcome, reporter)
+        record(trial.study, trial, outcome, reporter)
         reporter.close(hparams=outcome.config or config, final=outcome.metrics)
         if outcome.state == PRUNED:
             raise optuna.TrialPruned(outcome.reason)
@@ -215,31 +248,36 @@ def prune_hook(trial: optuna.Trial, spec: Spec) -> PruneHook | None:
     return hook
 
 
-def record(trial: optuna.Trial, outcome: Outcome, reporter: Reporter) -> None:
-    attrs = {**outcome.attrs(), "history": reporter.history}
-    storage = backend_storage(trial.study)
-    if isinstance(storage, HeartbeatStorage):
-        storage.set_trial_user_attrs(trial._trial_id, attrs)  # one commit, not one per key
-        return
-    for key, value in attrs.items():
-        trial.set_user_attr(key, value)
+# ---------------------------------------------------------------------------- a slot process
 
 
-def trial_value_text(trial: optuna.trial.FrozenTrial, spec: Spec) -> str:
-    if trial.state != TrialState.COMPLETE or trial.values is None:
-        return "-"
-    return ", ".join(f"{m}={v:.4g}" for m, v in zip(spec.metrics, trial.values))
+def main(argv: list[str] | None = None) -> int:
+    """A slot: ``python -m hpsearch.backends.optuna --path SPEC --slot I --parent PID`` (started by slots.run_slots)."""
+    ap = argparse.ArgumentParser(prog="hpsearch-slot")
+    ap.add_argument("--slot", type=int, required=True)
+    ap.add_argument("--parent", type=int, required=True)
+    ap.add_argument("--path", required=True)
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    watch_parent(args.parent)
+    stop = threading.Event()
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGUSR1, lambda signum, frame: stop.set())  # finish the running trial, claim no more
+    spec = spec_from_env(args.path)
+    try:
+        result = work(spec, quiet=args.quiet, announce_lines=False, deadline=deadline_from_env(),
+                      seed_salt=1_000_003 * (args.slot + 1), stop=stop)
+    except KeyboardInterrupt:
+        return 130
+    if result.stopped_early:
+        print(f"stopped: {result.stopped_early}", flush=True)
+        return STOPPED
+    return 0
 
 
-def best_text(study: optuna.Study, spec: Spec, trials: list[optuna.trial.FrozenTrial] | None = None) -> str:
-    """``trials``: the study's trials when the caller has read them already (one storage read per trial, not three)."""
-    if trials is None:
-        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    completed = [t for t in trials if t.state == TrialState.COMPLETE]
-    if not completed:
-        return "-"
-    if len(spec.metrics) > 1:
-        return f"{len(study.best_trials)} Pareto-optimal trials"
-    pick = max if spec.directions[0] == "maximize" else min
-    best = pick(completed, key=lambda t: t.value)
-    return f"{spec.metrics[0]}={best.value:.4g} (trial {best.number})"
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -36,22 +35,29 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from hpsearch.backends.optuna import (
-    FINISHED,
-    Summary,
-    best_text,
-    build_sampler,
-    open_study,
-    sampler_name,
-    trial_value_text,
-)
+from hpsearch.devices import cpu_cores, visible_gpus
 from hpsearch.errors import UserError
+from hpsearch.liveness import UNWATCHED
 from hpsearch.objective import load_objective
 from hpsearch.progress import Progress
+from hpsearch.registry import RAY_SCHEDULERS, RayKit, sampler_name
 from hpsearch.reporter import Reporter
 from hpsearch.space import Choice, Const, Float, Int
 from hpsearch.spec import Spec
-from hpsearch.storage import redact
+from hpsearch.storage import set_attrs, storage_of, study_id
+from hpsearch.study import (
+    Summary,
+    announce,
+    budget_spent,
+    build_sampler,
+    failures_in_a_row,
+    open_study,
+    reason,
+    refresh,
+    summary,
+    trial_value_text,
+)
+from hpsearch.text import finite
 from hpsearch.trial import COMPLETE, run_trial
 
 KEY = "hpsearch"  # a Ray trial's config is {KEY: {"trial": Optuna trial number, "config": the objective's config}}
@@ -157,7 +163,7 @@ class Recorder:
 
     def __init__(self, study: optuna.Study, spec: Spec, progress: Progress):
         self.study, self.spec, self.progress = study, spec, progress
-        self.storage = study._storage
+        self.storage = storage_of(study)
         self.history: dict[int, list[dict[str, float]]] = {}
         self.outcomes: dict[int, dict[str, Any]] = {}
         self.asked: set[int] = set()  # Optuna trials this driver created for Ray
@@ -168,7 +174,7 @@ class Recorder:
         return {}  # Tune pickles its run config for its own resume; a recorder is only useful live
 
     def trial_id(self, number: int) -> int:
-        return self.storage.get_trial_id_from_study_id_trial_number(self.study._study_id, number)
+        return self.storage.get_trial_id_from_study_id_trial_number(study_id(self.study), number)
 
     def on_start(self, trial: Any) -> None:
         self.running.add(trial_number(trial.config))  # pbt: also when a paused trial goes on
@@ -184,7 +190,7 @@ class Recorder:
         self.history.setdefault(number, []).append({"epoch": epoch, **metrics})
         self.progress.epoch(number, epoch, trial_config(trial.config).get("epochs"), metrics)
         first = self.spec.metrics[0]
-        if len(self.spec.metrics) == 1 and _finite(metrics.get(first)):
+        if len(self.spec.metrics) == 1 and finite(metrics.get(first)):
             self.storage.set_trial_intermediate_value(self.trial_id(number), epoch, float(metrics[first]))
 
     def on_end(self, trial: Any, error: str | None) -> None:
@@ -206,12 +212,9 @@ class Recorder:
         values = ended.get("values") if state == TrialState.COMPLETE else None
         self.study.tell(number, values[0] if values and len(values) == 1 else values, state=state)
         frozen = self.storage.get_trial(tid)
-        counts = self.progress.counts
-        counts.done += state in FINISHED
-        counts.pruned += state == TrialState.PRUNED
-        counts.failed += state == TrialState.FAIL
-        counts.best = best_text(self.study, self.spec)
-        self.progress.trial(number, frozen.user_attrs.get("reason", state.name.lower()), trial_value_text(frozen, self.spec), frozen.params)
+        refresh(self.progress, self.study, self.spec)
+        self.progress.counts.running = len(self.running)  # Ray's view: trials paused by pbt are RUNNING in the study
+        self.progress.trial(number, reason(frozen), trial_value_text(frozen, self.spec), frozen.params)
 
     def abandon(self) -> None:
         """Trials Ray never ended (Ctrl-C, a driver error) must not stay RUNNING and hold the budget."""
@@ -241,16 +244,12 @@ class Recorder:
         metrics = {k: v for k, v in last.items() if k != "epoch"}
         wall_s = round(float((trial.last_result or {}).get("time_total_s", 0.0)), 3)
         planned = trial_config(trial.config).get("epochs")
-        attrs = {"epochs": epoch, "wall_s": wall_s, "metrics": {k: v for k, v in metrics.items() if _finite(v)},
+        attrs = {"epochs": epoch, "wall_s": wall_s, "metrics": {k: v for k, v in metrics.items() if finite(v)},
                  "samples_per_s": metrics.get("samples_per_s"), "peak_mem_mb": metrics.get("peak_mem_mb")}
         values = [metrics.get(m) for m in self.spec.metrics]
-        if isinstance(planned, int) and epoch >= planned and all(_finite(v) for v in values):
+        if isinstance(planned, int) and epoch >= planned and all(finite(v) for v in values):
             return {"state": "completed", "reason": "completed", "values": values, **attrs}
         return {"state": "pruned", "reason": f"pruned at epoch {epoch}", **attrs}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def make_callback(recorder: Recorder) -> Any:
@@ -286,8 +285,7 @@ def make_searcher(spec: Spec, storage: Any, sampler: optuna.samplers.BaseSampler
                 return None
             ot_trial = self._ot_trials[trial_id]
             config = spec.config_for(spec.tree.config_from_params(ot_trial.params))
-            ot_trial.set_user_attr("config", config)
-            ot_trial.set_user_attr("backend", "ray")
+            set_attrs(recorder.study, ot_trial, user={"config": config, "backend": "ray"}, system={UNWATCHED: True})
             recorder.asked.add(ot_trial.number)
             return {KEY: {"trial": ot_trial.number, "config": config}}
 
@@ -324,15 +322,14 @@ def search_setup(spec: Spec, study: optuna.Study, recorder: Recorder, scheduler:
     config from a function that asks the same study (and so the same sampler).
     """
     if scheduler != "pbt":
-        return make_searcher(spec, study._storage, build_sampler(spec, len(study.trials)), recorder), None
+        return make_searcher(spec, storage_of(study), build_sampler(spec, len(study.trials)), recorder), None
     from ray import tune
     from ray.tune.search import BasicVariantGenerator
 
     def ask(_: Any) -> dict[str, Any]:
         trial = study.ask()
         config = spec.config_for(spec.tree.suggest(trial))
-        trial.set_user_attr("config", config)
-        trial.set_user_attr("backend", "ray")
+        set_attrs(study, trial, user={"config": config, "backend": "ray"}, system={UNWATCHED: True})
         recorder.asked.add(trial.number)
         return {"trial": trial.number, "config": config}
 
@@ -348,27 +345,12 @@ def max_epochs(spec: Spec) -> int:
 
 
 def build_scheduler(spec: Spec) -> Any:
-    """pruner.warmup_epochs sets the grace period, pruner.reduction_factor the rate; FIFO for several metrics."""
-    from ray.tune.schedulers import (
-        ASHAScheduler,
-        FIFOScheduler,
-        HyperBandScheduler,
-        MedianStoppingRule,
-    )
-
+    """The spec's Ray scheduler from the registry; FIFO for several metrics (no scheduler compares vectors)."""
     name = spec.ray.scheduler if len(spec.metrics) == 1 else "fifo"
-    p, horizon = spec.pruner, max_epochs(spec)
+    horizon = max_epochs(spec)
     common = {"time_attr": "epoch", "metric": spec.metrics[0], "mode": "max" if spec.directions[0] == "maximize" else "min"}
-    grace = min(p.warmup_epochs + 1, horizon)  # as with the Optuna pruners, warmup epochs are never stopped
-    # stop_last_trials=False: a trial that reaches max_t ends on its own and returns its final metrics.
-    builders = {
-        "asha": lambda: ASHAScheduler(**common, max_t=horizon, grace_period=grace, reduction_factor=p.reduction_factor or 3, stop_last_trials=False),
-        "hyperband": lambda: HyperBandScheduler(**common, max_t=horizon, reduction_factor=p.reduction_factor or 3, stop_last_trials=False),
-        "median": lambda: MedianStoppingRule(**common, grace_period=grace, min_samples_required=max(1, p.startup_trials)),
-        "pbt": lambda: build_pbt(spec, common),
-        "fifo": lambda: FIFOScheduler(),
-    }
-    return builders[name]()
+    grace = min(spec.pruner.warmup_epochs + 1, horizon)  # as with the Optuna pruners, warmup epochs are never stopped
+    return RAY_SCHEDULERS[name].build(spec, RayKit(common, horizon, grace, lambda: build_pbt(spec, common)))
 
 
 def build_pbt(spec: Spec, common: dict[str, Any]) -> Any:
@@ -418,8 +400,6 @@ def trial_resources(spec: Spec, cluster_gpus: float) -> dict[str, float]:
 def ray_session(spec: Spec) -> Iterator[None]:
     """Join ray.address, or start a local Ray; quiet either way. Ray already initialised by the caller is left as is."""
     import ray
-
-    from hpsearch.workers import cpu_cores, visible_gpus
 
     if ray.is_initialized():
         yield
@@ -502,13 +482,12 @@ def driver_env(pending: int) -> Iterator[None]:
 
 def run(spec: Spec, quiet: bool = False) -> Summary:
     """Run the study on Ray Tune until ``budget.trials`` trials have finished (completed or pruned)."""
-    study = open_study(spec, heartbeat=False)  # Ray, not this process, keeps trials alive
+    study = open_study(spec)
     spec.study_dir.mkdir(parents=True, exist_ok=True)
     progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
     recorder = Recorder(study, spec, progress)
-    count_trials(progress, study, spec)
-    if progress.counts.done >= spec.budget.trials:
-        progress.print(f"{spec.study}: budget reached ({progress.counts.done}/{spec.budget.trials} trials finished); raise budget.trials to continue")
+    refresh(progress, study, spec)
+    if budget_spent(progress, spec, progress.counts.done):
         return summary(study, spec, 0, None)
     with ray_session(spec), progress:
         stopped_early = run_rounds(spec, study, recorder, progress)
@@ -520,20 +499,15 @@ def run_rounds(spec: Spec, study: optuna.Study, recorder: Recorder, progress: Pr
     import ray
     from ray import tune
 
-    from hpsearch.workers import failures_in_a_row
-
     scheduler_name = spec.ray.scheduler if len(spec.metrics) == 1 else "fifo"
     checkpoints = scheduler_name in ("pbt", "hyperband")
     job = Job(spec.objective, str(spec.base_dir.resolve()), os.getcwd(), str(spec.study_dir.resolve()), spec.metrics, checkpoints)
     cluster = ray.cluster_resources()
     resources = trial_resources(spec, cluster.get("GPU", 0))
     concurrency = concurrent_trials(spec, resources, cluster)
-    progress.print(
-        f"{spec.study}: {'resuming at' if progress.counts.done else 'starting'} {progress.counts.done}/{spec.budget.trials} trials "
-        f"on Ray ({'cluster ' + spec.ray.address if spec.ray.address else 'local'}; {resources['cpu']:g} CPU, "
-        f"{resources['gpu']:g} GPU per trial, {concurrency} at once), sampler {sampler_name(spec)} via OptunaSearch, "
-        f"scheduler {scheduler_name}, storage {redact(spec.storage_url)}"
-    )
+    where = (f" on Ray ({'cluster ' + spec.ray.address if spec.ray.address else 'local'}; {resources['cpu']:g} CPU, "
+             f"{resources['gpu']:g} GPU per trial, {concurrency} at once)")
+    announce(progress, spec, progress.counts.done, where, f"sampler {sampler_name(spec)} via OptunaSearch, scheduler {scheduler_name}")
 
     def trainable(config: dict[str, Any]) -> dict[str, Any]:
         return run_ray_trial(config, job)
@@ -572,25 +546,10 @@ def run_rounds(spec: Spec, study: optuna.Study, recorder: Recorder, progress: Pr
                 tuner.fit()
             finally:
                 recorder.abandon()
-            count_trials(progress, study, spec)
+            refresh(progress, study, spec)
             limit = spec.budget.max_failures
             if progress.counts.failed > failed_before and limit is not None:
                 in_a_row = failures_in_a_row(study.get_trials(deepcopy=False))
                 if in_a_row >= limit and progress.counts.done < spec.budget.trials:
                     return f"{in_a_row} trials failed in a row (budget.max_failures={limit})"
     return None
-
-
-def count_trials(progress: Progress, study: optuna.Study, spec: Spec) -> None:
-    trials = study.get_trials(deepcopy=False)
-    c = progress.counts
-    c.done = sum(t.state in FINISHED for t in trials)
-    c.pruned = sum(t.state == TrialState.PRUNED for t in trials)
-    c.failed = sum(t.state == TrialState.FAIL for t in trials)
-    c.best = best_text(study, spec)
-
-
-def summary(study: optuna.Study, spec: Spec, ran: int, stopped_early: str | None) -> Summary:
-    c = Progress(spec.study, spec.budget.trials, quiet=True)
-    count_trials(c, study, spec)
-    return Summary(spec.study, redact(spec.storage_url), c.counts.done, c.counts.pruned, c.counts.failed, ran, c.counts.best, stopped_early)

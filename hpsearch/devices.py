@@ -1,0 +1,97 @@
+"""Cores and GPUs -> a slot plan: how many trials run at once here, on which devices, with how many threads."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from glob import glob
+from typing import TYPE_CHECKING
+
+from hpsearch.errors import UserError
+
+if TYPE_CHECKING:
+    from hpsearch.spec import Resources
+
+FAKE_GPUS_ENV = "HPSEARCH_FAKE_GPUS"  # pretend this many GPUs exist (tests, dry runs on a laptop)
+THREADS_ENV = "HPSEARCH_THREADS"  # a slot's thread share, for a torch that was imported before OMP_NUM_THREADS applied
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int
+    devices: tuple[str, ...] | None  # CUDA_VISIBLE_DEVICES of the slot; () hides all GPUs, None inherits
+    threads: int  # CPU threads for one trial (OMP_NUM_THREADS, torch.set_num_threads)
+
+    def env(self) -> dict[str, str]:
+        env = {"OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads), THREADS_ENV: str(self.threads)}
+        if self.devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(self.devices)
+        return env
+
+    def label(self) -> str:
+        where = f"GPU {','.join(self.devices)}" if self.devices else "CPU"
+        return f"slot {self.index}: {where}, {self.threads} thread{'s' if self.threads > 1 else ''}"
+
+
+def visible_gpus() -> list[str]:
+    """Device ids a slot may name in CUDA_VISIBLE_DEVICES, in index order."""
+    fake = os.environ.get(FAKE_GPUS_ENV)
+    if fake is not None:
+        if not fake.strip().isdigit():
+            raise UserError(f"{FAKE_GPUS_ENV}={fake!r}: expected a number of GPUs")
+        return [str(i) for i in range(int(fake))]
+    if not (glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd")):
+        return []  # no GPU driver: do not pay for importing torch
+    import torch
+
+    n = torch.cuda.device_count()
+    listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return listed[:n] if len(listed) >= n else [str(i) for i in range(n)]
+
+
+def cpu_cores() -> int:
+    """The cores this process may run on (a container's or taskset's share, not the machine's)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def plan_slots(resources: Resources, gpus: list[str], cores: int) -> list[Slot]:
+    """Slots and their devices: GPU groups are handed out round-robin, so devices fill before they are shared."""
+    r = resources
+    chosen = gpus if r.gpus is None else pick_gpus(r.gpus, gpus)
+    if not chosen or r.gpus_per_trial == 0:
+        n = r.workers or 1
+        devices = () if gpus else None  # CPU-only trials on a GPU machine must not touch the GPUs
+        return [Slot(i, devices, threads_per_slot(r, cores, n)) for i in range(n)]
+    per_trial = max(1, int(r.gpus_per_trial))
+    share = r.trials_per_gpu if r.gpus_per_trial >= 1 else int(1 / r.gpus_per_trial + 1e-9)
+    groups = [tuple(chosen[i : i + per_trial]) for i in range(0, len(chosen) - per_trial + 1, per_trial)]
+    if not groups:
+        raise UserError(f"resources.gpus_per_trial={per_trial} but only {len(chosen)} GPU(s) to use")
+    capacity = len(groups) * share
+    n = r.workers or capacity
+    if n > capacity:
+        raise UserError(
+            f"resources.workers={n} needs {n} GPU shares, but {len(chosen)} GPU(s) with {per_trial} per trial and "
+            f"{share} trial(s) per GPU give {capacity}; lower --workers or raise resources.trials_per_gpu"
+        )
+    return [Slot(i, groups[i % len(groups)], threads_per_slot(r, cores, n)) for i in range(n)]
+
+
+def pick_gpus(indices: list[int], gpus: list[str]) -> list[str]:
+    missing = [i for i in indices if i >= len(gpus)]
+    if missing:
+        raise UserError(f"resources.gpus: no GPU {missing[0]} on this machine ({len(gpus)} visible: {list(range(len(gpus)))})")
+    return [gpus[i] for i in indices]
+
+
+def threads_per_slot(r: Resources, cores: int, slots: int) -> int:
+    return max(1, int(r.cpus_per_trial)) if r.cpus_per_trial else max(1, cores // slots)
+
+
+def slots_for(resources: Resources) -> list[Slot]:
+    return plan_slots(resources, visible_gpus(), cpu_cores())
+
+
+def in_process(slots: list[Slot], resources: Resources) -> bool:
+    """One slot that needs no device binding runs in the calling process, as a plain ``hpsearch run`` does."""
+    return len(slots) == 1 and resources.gpus is None and slots[0].devices != ()

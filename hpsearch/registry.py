@@ -1,0 +1,221 @@
+"""One registry per plug-in kind: samplers, pruners, backends, Ray schedulers.
+
+Each entry is a name, a one-line summary and a builder. Spec validation, the CLI's choices
+and the README's table all read these dicts, so adding a plug-in is adding one entry here.
+Builders import Optuna or Ray when called, so reading the names costs nothing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hpsearch.spec import Spec
+
+
+@dataclass(frozen=True)
+class Entry:
+    summary: str  # one line for --help and the README table
+    build: Callable[..., Any]
+
+
+# ---------------------------------------------------------------------------- samplers
+
+
+def _quiet(make: Callable[[], Any]) -> Any:
+    """Optuna marks several samplers experimental; its warning would reach the user's stderr."""
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return make()
+
+
+def _startup(spec: Spec) -> dict[str, int]:
+    n = spec.sampler.startup_trials
+    return {} if n is None else {"n_startup_trials": n}
+
+
+def _tpe(spec: Spec, seed: int | None) -> Any:
+    import optuna
+
+    # multivariate + group: conditional sub-spaces (optimizer options) are modelled jointly.
+    return _quiet(lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, **_startup(spec)))
+
+
+def _random(spec: Spec, seed: int | None) -> Any:
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def _grid(spec: Spec, seed: int | None) -> Any:
+    import optuna
+
+    return optuna.samplers.GridSampler(spec.tree.grid() or {}, seed=seed)
+
+
+def _cmaes(spec: Spec, seed: int | None) -> Any:
+    import optuna
+
+    return _quiet(lambda: optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False, **_startup(spec)))
+
+
+def _qmc(spec: Spec, seed: int | None) -> Any:
+    import optuna
+
+    return _quiet(lambda: optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False))
+
+
+def _gp(spec: Spec, seed: int | None) -> Any:
+    import optuna
+
+    return _quiet(lambda: optuna.samplers.GPSampler(seed=seed, **_startup(spec)))
+
+
+def _nsga2(spec: Spec, seed: int | None) -> Any:
+    import optuna
+
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=spec.sampler.population_size or 50)
+
+
+SAMPLERS: dict[str, Entry] = {
+    "tpe": Entry("Tree-structured Parzen estimator, multivariate over conditional groups (default)", _tpe),
+    "random": Entry("independent uniform/log-uniform draws", _random),
+    "grid": Entry("every combination of choices, int ranges and stepped floats", _grid),
+    "cmaes": Entry("CMA-ES over the numeric parameters", _cmaes),
+    "qmc": Entry("quasi-Monte Carlo (Sobol) draws", _qmc),
+    "gp": Entry("Gaussian-process Bayesian optimisation", _gp),
+    "nsga2": Entry("NSGA-II, for several metrics (default when there are)", _nsga2),
+}
+
+
+def sampler_name(spec: Spec) -> str:
+    return spec.sampler.name or ("nsga2" if len(spec.metrics) > 1 else "tpe")
+
+
+# ---------------------------------------------------------------------------- pruners
+
+
+def _common(spec: Spec) -> dict[str, int]:
+    p = spec.pruner
+    # Optuna may prune at step >= n_warmup_steps; epochs are 1-based and warmup epochs are never pruned.
+    return {"n_startup_trials": p.startup_trials, "n_warmup_steps": p.warmup_epochs + 1, "interval_steps": p.interval_epochs}
+
+
+def _median(spec: Spec) -> Any:
+    import optuna
+
+    return optuna.pruners.MedianPruner(**_common(spec))
+
+
+def _percentile(spec: Spec) -> Any:
+    import optuna
+
+    return optuna.pruners.PercentilePruner(spec.pruner.percentile, **_common(spec))
+
+
+def _successive_halving(spec: Spec) -> Any:
+    import optuna
+
+    p = spec.pruner
+    return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, p.warmup_epochs), reduction_factor=p.reduction_factor or 4)
+
+
+def _hyperband(spec: Spec) -> Any:
+    import optuna
+
+    p = spec.pruner
+    max_epochs = p.max_epochs or spec.fixed.get("epochs") or "auto"
+    return optuna.pruners.HyperbandPruner(min_resource=max(1, p.warmup_epochs), max_resource=max_epochs, reduction_factor=p.reduction_factor or 3)
+
+
+def _no_pruner(spec: Spec) -> Any:
+    import optuna
+
+    return optuna.pruners.NopPruner()
+
+
+PRUNERS: dict[str, Entry] = {
+    "median": Entry("stop a trial below the median of earlier trials at the same epoch (default)", _median),
+    "percentile": Entry("stop a trial below pruner.percentile of earlier trials at the same epoch", _percentile),
+    "successive_halving": Entry("asynchronous successive halving: keep the top 1/reduction_factor at each rung", _successive_halving),
+    "hyperband": Entry("Hyperband: successive halving over several brackets of rung sizes", _hyperband),
+    "none": Entry("every trial runs all its epochs", _no_pruner),
+}
+
+
+# ---------------------------------------------------------------------------- backends
+
+@dataclass(frozen=True)
+class Backend:
+    summary: str
+    module: str  # has ``run(spec, quiet=False) -> Summary``; imported by the caller (ray is heavy)
+
+
+BACKENDS: dict[str, Backend] = {
+    "optuna": Backend("embedded (default): this process, its slots and `hpsearch worker`s claim trials from the study's storage",
+                      "hpsearch.backends.optuna"),
+    "ray": Backend("Ray Tune on a local or existing cluster; trials recorded in the same Optuna storage", "hpsearch.backends.ray"),
+}
+
+
+# ---------------------------------------------------------------------------- Ray schedulers
+
+# Builders take the spec and what the Ray backend works out once: ``common`` (time attribute,
+# metric, mode), ``max_t`` (epochs), ``grace`` (pruner.warmup_epochs + 1, so warmup epochs are
+# never stopped) and ``pbt`` (its PBT builder, which needs the backend's trial bookkeeping).
+# stop_last_trials=False: a trial that reaches max_t ends on its own with its final metrics.
+
+
+@dataclass(frozen=True)
+class RayKit:
+    common: dict[str, Any]
+    max_t: int
+    grace: int
+    pbt: Callable[[], Any]
+
+
+def _asha(spec: Spec, kit: RayKit) -> Any:
+    from ray.tune.schedulers import ASHAScheduler
+
+    rate = spec.pruner.reduction_factor or 3
+    return ASHAScheduler(**kit.common, max_t=kit.max_t, grace_period=kit.grace, reduction_factor=rate, stop_last_trials=False)
+
+
+def _ray_hyperband(spec: Spec, kit: RayKit) -> Any:
+    from ray.tune.schedulers import HyperBandScheduler
+
+    rate = spec.pruner.reduction_factor or 3
+    return HyperBandScheduler(**kit.common, max_t=kit.max_t, reduction_factor=rate, stop_last_trials=False)
+
+
+def _ray_median(spec: Spec, kit: RayKit) -> Any:
+    from ray.tune.schedulers import MedianStoppingRule
+
+    return MedianStoppingRule(**kit.common, grace_period=kit.grace, min_samples_required=max(1, spec.pruner.startup_trials))
+
+
+def _fifo(spec: Spec, kit: RayKit) -> Any:
+    from ray.tune.schedulers import FIFOScheduler
+
+    return FIFOScheduler()
+
+
+RAY_SCHEDULERS: dict[str, Entry] = {
+    "asha": Entry("asynchronous successive halving (default); grace pruner.warmup_epochs, rate pruner.reduction_factor", _asha),
+    "hyperband": Entry("synchronous Hyperband", _ray_hyperband),
+    "median": Entry("median stopping rule", _ray_median),
+    "pbt": Entry("population-based training: exploit and explore every ray.perturbation_interval epochs",
+                 lambda spec, kit: kit.pbt()),
+    "fifo": Entry("no early stopping (also used for several metrics)", _fifo),
+}
+
+
+def table(kind: dict[str, Entry] | dict[str, Backend]) -> str:
+    """A Markdown table of a registry (README)."""
+    rows = [f"| `{name}` | {entry.summary} |" for name, entry in kind.items()]
+    return "\n".join(["| name | what it does |", "|---|---|", *rows])

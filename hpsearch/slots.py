@@ -1,0 +1,264 @@
+"""Several trials at once on this machine: one long-lived process per slot, each bound to its devices.
+
+The parent starts the command it is given once per slot (adding ``--slot I --parent PID``),
+with the slot's ``CUDA_VISIBLE_DEVICES`` and thread count, the resolved spec as JSON and the
+deadline in the environment. It relays the slots' lines, reports finished trials from
+storage, replaces a slot that died (its trial failed and retried at once: the parent saw the
+death), and asks every slot to stop claiming when ``budget.max_failures`` says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpsearch.devices import FAKE_GPUS_ENV, Slot
+from hpsearch.errors import SpecError
+from hpsearch.liveness import WORKER, fail_trials_of, worker_name
+from hpsearch.progress import Progress
+from hpsearch.study import (
+    ClaimLock,
+    Summary,
+    announce,
+    completed_at,
+    failures_in_a_row,
+    finished_count,
+    open_study,
+    reason,
+    refresh,
+    summary,
+    trial_value_text,
+)
+
+if TYPE_CHECKING:
+    from hpsearch.spec import Spec
+
+SPEC_ENV = "HPSEARCH_SLOT_SPEC"  # the parent's resolved spec, as JSON, for its slots
+DEADLINE_ENV = "HPSEARCH_DEADLINE"  # unix time after which slots claim no new trial (budget.timeout)
+STOPPED = 3  # a slot's exit status when budget.max_failures stopped it
+POLL_S = 0.5  # the parent reads progress from storage this often
+CRASH_LIMIT = 3  # a slot that dies this often in a row without finishing a trial is not restarted
+
+
+def spec_from_env(path: str) -> Spec:
+    """The slot's side of SPEC_ENV: the very spec the parent resolved (overrides applied)."""
+    from hpsearch.spec import parse_space, validate_schema
+
+    raw = json.loads(os.environ[SPEC_ENV])
+    errors: list[str] = []
+    spec = validate_schema(raw, errors)
+    tree = parse_space(raw.get("space"), "space", errors)
+    if errors or spec is None:
+        raise SpecError([f"{path}: {e}" for e in errors])
+    spec._path, spec._tree = path, tree
+    return spec
+
+
+def deadline_from_env() -> float | None:
+    text = os.environ.get(DEADLINE_ENV)
+    return float(text) if text else None
+
+
+@dataclass
+class SlotProcess:
+    slot: Slot
+    proc: subprocess.Popen[str]
+    crashes_in_a_row: int = 0
+    last_line: str = ""
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def worker(self) -> str:
+        return worker_name(self.proc.pid)  # as its trials record it
+
+
+@dataclass
+class Pool:
+    """The parent's slot processes: start, relay output, notice deaths, replace, stop."""
+
+    spec: Spec
+    command: list[str]  # the slot's program; --slot I --parent PID are added
+    deadline: float | None
+    lines: queue.Queue[tuple[int, str]] = field(default_factory=queue.Queue)
+    live: dict[int, SlotProcess] = field(default_factory=dict)
+    workers: set[str] = field(default_factory=set)  # every slot process this run started
+
+    def start(self, slot: Slot, crashes_in_a_row: int = 0) -> None:
+        env = {**os.environ, **slot.env(), SPEC_ENV: json.dumps(self.spec.model_dump(mode="json")), "PYTHONUNBUFFERED": "1"}
+        env.pop(FAKE_GPUS_ENV, None)
+        if self.deadline is not None:
+            env[DEADLINE_ENV] = repr(self.deadline)
+        cmd = [*self.command, "--slot", str(slot.index), "--parent", str(os.getpid())]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        entry = SlotProcess(slot, proc, crashes_in_a_row)
+        self.live[slot.index] = entry
+        self.workers.add(entry.worker)
+        threading.Thread(target=self._relay, args=(entry,), daemon=True).start()
+
+    def _relay(self, entry: SlotProcess) -> None:
+        assert entry.proc.stdout is not None
+        for line in entry.proc.stdout:
+            if line.strip():
+                entry.last_line = line.strip()
+                self.lines.put((entry.slot.index, line.rstrip()))
+
+    def drain(self) -> list[str]:
+        out = []
+        while True:
+            try:
+                index, line = self.lines.get_nowait()
+            except queue.Empty:
+                return out
+            out.append(f"  [slot {index}] {line.strip()}")
+
+    def ended(self) -> list[SlotProcess]:
+        gone = [e for e in self.live.values() if e.proc.poll() is not None]
+        for e in gone:
+            del self.live[e.slot.index]
+        return gone
+
+    def signal_all(self, sig: int) -> None:
+        for e in self.live.values():
+            with contextlib.suppress(ProcessLookupError):
+                e.proc.send_signal(sig)
+
+    def wait_all(self, timeout: float) -> None:
+        end = time.monotonic() + timeout
+        for e in list(self.live.values()):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                e.proc.wait(max(0.0, end - time.monotonic()))
+            if e.proc.poll() is None:
+                e.proc.kill()
+                e.proc.wait()
+
+
+def run_slots(spec: Spec, slots: list[Slot], command: list[str], quiet: bool = False) -> Summary:
+    """Start ``command`` once per slot and keep the slots going until the study's budget is spent."""
+    lock = ClaimLock(spec.storage_url, spec.study)
+    with lock.held():  # creating the study under the lock enqueues warm starts once
+        study = open_study(spec)
+    spec.study_dir.mkdir(parents=True, exist_ok=True)
+    progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
+    refresh(progress, study, spec)
+    if not announce(progress, spec, progress.counts.done, f" in {len(slots)} slots"):
+        return summary(study, spec, 0, None)
+    for slot in slots:
+        progress.print(f"  {slot.label()}")
+    deadline = time.time() + spec.budget.timeout if spec.budget.timeout else None
+    pool = Pool(spec, command + (["--quiet"] if quiet else []), deadline)
+    seen = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
+    watch = Watch(study, spec, progress, pool, seen)
+    with progress:
+        try:
+            for slot in slots:
+                pool.start(slot)
+            watch.loop()
+        except KeyboardInterrupt:
+            pool.signal_all(signal.SIGINT)  # slots mark their running trials "interrupted"
+            pool.wait_all(timeout=15)
+            watch.bury(pool.ended(), "interrupted")
+            raise
+        finally:
+            pool.signal_all(signal.SIGTERM)
+            pool.wait_all(timeout=15)
+    ran = sum(t.user_attrs.get(WORKER) in pool.workers for t in study.get_trials(deepcopy=False))
+    return summary(study, spec, ran, watch.stopped_early)
+
+
+@dataclass
+class Watch:
+    """The parent's loop: relay lines, report finished trials, replace dead slots, stop on failures."""
+
+    study: optuna.Study
+    spec: Spec
+    progress: Progress
+    pool: Pool
+    seen: set[int]
+    stopped_early: str | None = None
+    stopping: bool = False
+
+    def loop(self) -> None:
+        while self.pool.live:
+            self.tick()
+            time.sleep(POLL_S)
+        self.tick()
+
+    def tick(self) -> None:
+        for line in self.pool.drain():
+            self.progress.print(line)
+        self.bury(self.pool.ended())
+        refresh(self.progress, self.study, self.spec)
+        self.report(self.study.get_trials(deepcopy=False))
+
+    def report(self, trials: list[FrozenTrial]) -> None:
+        ended = sorted((t for t in trials if t.state.is_finished() and t.number not in self.seen), key=completed_at)
+        for t in ended:
+            self.seen.add(t.number)
+            self.progress.trial(t.number, reason(t), trial_value_text(t, self.spec), t.params)
+            if t.state != TrialState.FAIL:
+                for e in self.pool.live.values():
+                    if t.user_attrs.get(WORKER) == e.worker:
+                        e.crashes_in_a_row = 0
+        limit = self.spec.budget.max_failures
+        if limit is not None and not self.stopping and failures_in_a_row(trials) >= limit:
+            last = max((t for t in trials if t.state == TrialState.FAIL), key=completed_at)
+            self.stop(f"{limit} trials failed in a row (budget.max_failures={limit}); last: {last.user_attrs.get('reason')}")
+
+    def stop(self, why: str) -> None:
+        """Let running trials finish; claim nothing new."""
+        self.stopped_early, self.stopping = why, True
+        self.pool.signal_all(signal.SIGUSR1)
+
+    def bury(self, gone: list[SlotProcess], why: str | None = None) -> None:
+        for e in gone:
+            rc = e.proc.returncode
+            if rc == 0:
+                continue
+            if rc == STOPPED and not self.stopping:
+                self.stop(f"slot {e.slot.index}: {e.last_line}")
+                continue
+            text = why or crash_reason(rc, e.last_line)
+            fail_trials_of(self.study, e.worker, text, retry_them=why is None)
+            if why is not None or self.stopping:
+                continue
+            self.progress.print(f"slot {e.slot.index} (pid {e.pid}) ended: {text}")
+            if finished_count(self.study) >= self.spec.budget.trials or (self.pool.deadline and time.time() >= self.pool.deadline):
+                continue
+            if e.crashes_in_a_row + 1 >= CRASH_LIMIT:
+                self.progress.print(f"slot {e.slot.index} died {CRASH_LIMIT} times in a row without finishing a trial; not restarting it")
+                if not self.pool.live:
+                    self.stopped_early = f"every slot keeps dying; last: {text}"
+                continue
+            self.pool.start(e.slot, e.crashes_in_a_row + 1)
+            self.progress.print(f"slot {e.slot.index} replaced by pid {self.pool.live[e.slot.index].pid}")
+
+
+def crash_reason(rc: int, last_line: str) -> str:
+    if rc < 0:
+        name = signal.Signals(-rc).name
+        return f"failed: slot process killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
+    return f"failed: slot process exited with status {rc}" + (f" ({last_line})" if last_line else "")
+
+
+def watch_parent(parent: int) -> None:
+    """A slot ends with its parent: the kernel sends SIGTERM if it dies (Linux), and a slot never outlives it."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        raise SystemExit(1)
