@@ -1,14 +1,17 @@
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
 from PIL import Image
 
-from hpsearch.report import write_report
+from hpsearch.report import PARALLEL_PARAMS, write_report
+from hpsearch.space import parse_space
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -134,7 +137,8 @@ def test_single_parameter_study_skips_contour_and_says_why(tmp_path: Path) -> No
     out = tmp_path / "report"
     assert not (out / "contour.png").exists()
     index = _assert_plot_files(out, ["history", "slice", "importances"], files)
-    assert "Contour of the top two parameters: needs at least 2 parameter(s)" in index
+    assert ("Contour of the top two parameters, the learning rate always one: "
+            "needs at least 2 parameter(s)") in index
 
 
 @pytest.mark.parametrize("n_trials", [0, 4])
@@ -156,3 +160,133 @@ def test_no_completed_trials_gives_an_index_saying_so(tmp_path: Path, n_trials: 
     assert "No completed trials yet" in index
     assert "Optimization history: needs at least 1 completed trial(s), the study has 0" in index
     assert not (tmp_path / "report" / "history.html").exists()
+
+
+# The shape of spaces/quickstart.yaml: each optimizer has its own lr range, stored by the engine as
+# optimizer.sgd.lr and optimizer.adamw.lr, so no single lr parameter is in every trial.
+TREE_SPACE = {
+    "optimizer": {"choice": {
+        "sgd": {"lr": {"float": [0.01, 0.5], "log": True}, "momentum": {"float": [0.8, 0.98]}},
+        "adamw": {"lr": {"float": [3.0e-4, 1.0e-2], "log": True},
+                  "beta2": {"float": [0.95, 0.999]}},
+    }},
+    "batch_size": {"choice": [32, 64, 128]},
+    "weight_decay": {"float": [1.0e-6, 1.0e-2], "log": True},
+    "schedule": {"choice": {"cosine": {"min_lr_ratio": {"float": [0.0, 0.1]}}, "linear": None}},
+}
+
+
+def _figure(path: Path) -> dict[str, Any]:
+    """The plotly figure (data and layout) inside an HTML plot."""
+    text = path.read_text()
+    rest = text[text.index("Plotly.newPlot(") + len("Plotly.newPlot("):]
+    decoder, parts = json.JSONDecoder(), []
+    for _ in range(3):  # the div id, the traces, the layout
+        rest = rest.lstrip().lstrip(",").lstrip()
+        value, end = decoder.raw_decode(rest)
+        parts.append(value)
+        rest = rest[end:]
+    return {"data": parts[1], "layout": parts[2]}
+
+
+def _tree_study(tmp_path: Path) -> tuple[optuna.Study, list[optuna.trial.FrozenTrial]]:
+    """24 trials, every 6th pruned at epoch 1; accuracy peaks at lr = 0.03 whatever the
+    optimizer, so lr is the parameter that matters."""
+    errors: list[str] = []
+    space = parse_space(TREE_SPACE, "space", errors)
+    assert not errors
+    study = _study(tmp_path, "tree", ["maximize"], ["val_acc"])
+
+    def objective(trial: optuna.Trial) -> float:
+        config = space.suggest(trial)
+        acc = 0.95 - 0.3 * abs(math.log10(config["lr"] / 0.03)) - 0.01 * config["batch_size"] / 128
+        trial.report(acc - 0.2, step=1)
+        if trial.number % 6 == 5:
+            raise optuna.TrialPruned()
+        trial.report(acc, step=2)
+        return acc
+
+    study.optimize(objective, n_trials=24)
+    return study, study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+
+
+def test_learning_rate_under_each_optimizer_is_merged_into_importances(tmp_path: Path) -> None:
+    study, completed = _tree_study(tmp_path)
+
+    write_report(study, tmp_path / "report")
+
+    out = tmp_path / "report"
+    data = json.loads((out / "importances.json").read_text())
+    assert data["merged"] == {"lr": ["optimizer.adamw.lr", "optimizer.sgd.lr"]}
+    groups = {g["trials"]: g for g in data["groups"]}
+    assert list(groups["all"]["importances"])[0] == "lr"  # the most important, over 20 trials
+    assert groups["all"]["completed"] == len(completed) == 20
+    # Per option: its own lr range and parameters; the other option's are absent.
+    sgd, adamw = groups["optimizer=sgd"]["importances"], groups["optimizer=adamw"]["importances"]
+    assert "lr" in sgd and "optimizer.sgd.momentum" in sgd and "optimizer.adamw.beta2" not in sgd
+    assert "lr" in adamw and "optimizer.adamw.beta2" in adamw
+    assert sum(sgd.values()) == pytest.approx(1.0)
+    index = (out / "index.html").read_text()
+    assert "<b>lr</b> = optimizer.adamw.lr | optimizer.sgd.lr (log scale)" in index
+    lr_row = re.search(r"<tr><td>lr</td>(.*?)</tr>", index).group(1)
+    assert lr_row.count("<td>") == len(data["groups"]) and "–" not in lr_row  # in every set
+
+
+def test_slice_and_contour_draw_lr_coloured_by_optimizer(tmp_path: Path) -> None:
+    study, completed = _tree_study(tmp_path)
+
+    write_report(study, tmp_path / "report")
+
+    out = tmp_path / "report"
+    fig = _figure(out / "slice.html")
+    lr_axis = next(key for key, axis in fig["layout"].items()
+                   if key.startswith("xaxis") and axis["title"]["text"] == "lr")
+    assert fig["layout"][lr_axis]["type"] == "log"
+    lr_traces = {t["name"]: t for t in fig["data"] if t["xaxis"] == lr_axis.replace("axis", "")}
+    assert set(lr_traces) == {"optimizer=sgd", "optimizer=adamw", "pruned (last reported)", "best"}
+    assert all(0.01 <= x <= 0.5 for x in lr_traces["optimizer=sgd"]["x"])  # sgd's lr range
+    assert all(3e-4 <= x <= 1e-2 for x in lr_traces["optimizer=adamw"]["x"])
+    n_completed = len(lr_traces["optimizer=sgd"]["x"]) + len(lr_traces["optimizer=adamw"]["x"])
+    assert n_completed == len(completed)
+    assert len(lr_traces["pruned (last reported)"]["x"]) == 4
+    # Contour: lr against the top other parameter, not optimizer (that is the colour).
+    contour = _figure(out / "contour.html")["layout"]
+    titles = {contour[a]["title"]["text"]: contour[a].get("type") for a in ("xaxis", "yaxis")}
+    assert titles.pop("lr") == "log" and set(titles) < {"batch_size", "weight_decay", "schedule"}
+    names = {t.get("name") for t in _figure(out / "contour.html")["data"]}
+    assert {"optimizer=sgd", "optimizer=adamw"} <= names
+
+
+@pytest.mark.parametrize("direction", ["minimize", "maximize"])
+def test_slice_stars_the_best_trial_of_the_study_direction(tmp_path: Path, direction: str) -> None:
+    study = _study(tmp_path, f"best-{direction}", [direction], ["val_loss"])
+    study.optimize(lambda t: t.suggest_float("lr", 1e-4, 1e-1, log=True) * 10, n_trials=8)
+
+    write_report(study, tmp_path / "report")
+
+    data = _figure(tmp_path / "report" / "slice.html")["data"]
+    best = next(t for t in data if t["name"] == "best")
+    values = [t.value for t in study.trials]
+    assert best["y"] == [min(values) if direction == "minimize" else max(values)]
+
+
+def test_parallel_coordinates_draw_the_top_parameters_and_always_lr(tmp_path: Path) -> None:
+    study = _study(tmp_path, "twelve", ["minimize"], ["val_loss"])
+
+    def objective(trial: optuna.Trial) -> float:  # lr does not matter here: it is still drawn
+        trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+        return sum((i + 1) * trial.suggest_float(f"p{i:02d}", 0.0, 1.0) for i in range(11))
+
+    study.optimize(objective, n_trials=30)
+
+    write_report(study, tmp_path / "report")
+
+    out = tmp_path / "report"
+    axes = _figure(out / "parallel_coordinate.html")["layout"]["xaxis"]["ticktext"]
+    assert len(axes) == 1 + PARALLEL_PARAMS and axes[0] == "val_loss"  # the metric, then params
+    assert "lr" in axes
+    index = (out / "index.html").read_text()
+    hidden = sorted(set(study.trials[0].params) - set(axes))
+    assert len(hidden) == 12 - PARALLEL_PARAMS
+    assert f"top {PARALLEL_PARAMS} of 12 parameters by importance; not drawn: " in index
+    assert all(name in index.split("not drawn: ")[1].split("<")[0] for name in hidden)

@@ -1,0 +1,58 @@
+"""Storage URLs, redaction, and the one-commit attribute writes and counts hpsearch adds to Optuna's RDB storage."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from hpsearch.errors import UserError
+from hpsearch.storage import count_states, open_storage, redact, set_attrs, sqlite_path
+
+
+@pytest.mark.parametrize("url,shown", [
+    ("postgresql://u:secret@db:5432/hp", "postgresql://u:***@db:5432/hp"),
+    ("postgresql://u:p@ss@db/hp", "postgresql://u:***@db/hp"),  # an unescaped @ in the password
+    ("postgresql+psycopg2://:secret@db/hp", "postgresql+psycopg2://:***@db/hp"),
+    ("postgresql://u@db:5432/hp", "postgresql://u@db:5432/hp"),
+    ("sqlite:////tmp/runs/x/study.db", "sqlite:////tmp/runs/x/study.db"),
+])
+def test_redact_hides_every_password_and_only_the_password(url: str, shown: str):
+    assert redact(url) == shown
+
+
+def test_a_new_sqlite_file_is_created_in_wal_mode(tmp_path):
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'a' / 'study.db'}"
+    open_storage(url)
+    assert sqlite_path(url) == tmp_path / "a" / "study.db"
+    with sqlite3.connect(tmp_path / "a" / "study.db") as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_missing_file_when_one_is_required_names_the_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UserError, match=f"no study database at {tmp_path}/nope/study.db"):
+        open_storage("sqlite:///nope/study.db", create=False)
+
+
+def test_an_unreachable_server_is_one_line_without_the_password():
+    with pytest.raises(UserError) as err:
+        open_storage("postgresql://u:s3cret@127.0.0.1:1/db")
+    assert "s3cret" not in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value).startswith("storage: cannot open postgresql://u:***@127.0.0.1:1/db")
+
+
+def test_attributes_in_one_write_and_counts_per_state(tmp_path):
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 's.db'}"), study_name="s")
+    for value in (1.0, 2.0):
+        study.tell(study.ask(), value)
+    study.tell(study.ask(), state=TrialState.PRUNED)
+    running = study.ask()
+    set_attrs(study, running, user={"a": 1, "b": [1, 2]}, system={"c": "x"})
+    set_attrs(study, running, user={"a": 2})  # an upsert, not a second row
+    frozen = study.get_trials()[-1]
+    assert frozen.user_attrs == {"a": 2, "b": [1, 2]} and frozen.system_attrs["c"] == "x"
+    assert count_states(study) == {TrialState.COMPLETE: 2, TrialState.PRUNED: 1, TrialState.RUNNING: 1}
