@@ -1,12 +1,11 @@
 """Growth: seconds of overhead per trial when a study holds ~100 and ~1,000 trials, and where it goes.
 
-One study of `--trials` trivial trials (tests/fixtures/toy.py, 1-3 epochs, TPE + median
-pruner, default SQLite storage) runs in-process; timers wrapped around hpsearch's own steps
-split each trial's wall time into: claim (lock, stale-trial check, study.ask, first
-heartbeat), sampler (Optuna TPE, through Space.suggest), pruner (trial.report +
-should_prune), reporter (TensorBoard events, history), trial attributes (the user_attrs
-written per trial), progress (counts and best so far, read from storage), objective, other
-hpsearch steps, and the rest of the trial's lifecycle (heartbeat thread, tell, re-read). A hand-written Optuna
+One study of `--trials` trivial trials (tests/fixtures/toy.py, 3 epochs, TPE + median
+pruner, default SQLite storage) runs in-process; the trial loop's step hook
+(`work(steps=...)`) splits each trial's wall time into: claim (lock, liveness check, count,
+study.ask, identity and first beat), sampler (Optuna TPE, through Space.suggest), pruner
+(trial.report + should_prune), reporter (TensorBoard events, history), trial attributes,
+tell, progress (counts and best so far, read from storage) and the rest. A hand-written Optuna
 script on the same space, sampler and pruner runs the same number of trials for comparison,
 each run in a fresh interpreter, interleaved (hpsearch, Optuna) per repeat.
 
@@ -18,121 +17,59 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import io
 import itertools
 import json
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from common import Timer, interleave, median, parser, ratio, write_result
 from orchestration import in_child, run_optuna, write_spec
 
-CATEGORIES = ("claim", "sampler", "pruner", "reporter", "trial_attrs", "progress", "objective", "other_hpsearch", "lifecycle")
+CATEGORIES = ("claim", "sampler", "pruner", "reporter", "trial_attrs", "tell", "progress", "other")
 
 
 class Clock:
-    """Seconds per category, per trial number; `current` is the trial being run."""
+    """The trial loop's step hook (hpsearch.backends.optuna.work(steps=...)): seconds per step, per trial."""
 
     def __init__(self) -> None:
-        self.current = -1
         self.raw: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        self.last_end: float | None = None
+        self.ends: dict[int, float] = {}
 
-    def timed(self, key: str, fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.raw[self.current][key] += time.perf_counter() - start
-
-        return wrapper
+    def __call__(self, step: str, number: int, seconds: float) -> None:
+        self.raw[number][step] += seconds
+        if step == "trial":
+            self.ends[number] = time.perf_counter()
 
     def split(self, number: int) -> dict[str, float]:
         r = self.raw[number]
         parts = {
-            "claim": r["claim"],
-            "sampler": r["suggest"],
-            "pruner": r["prune"],
-            "reporter": r["report"] - r["prune"] + r["close"],
-            "trial_attrs": r["record"],
-            "progress": r["refresh"],
-            "objective": r["run_trial"] - r["report"],
+            "claim": r["claim"],  # file lock, liveness check when trials run, count, study.ask, identity and first beat
+            "sampler": r["suggest"],  # Optuna TPE through Space.suggest, and the config attribute
+            "pruner": r["prune"],  # trial.report + should_prune
+            "reporter": r["objective"] - r["prune"],  # TensorBoard events and history (the toy objective takes microseconds)
+            "trial_attrs": r["record"],  # the outcome's attributes, one commit, and the HParams summary
+            "tell": r["tell"],  # study.tell and the heartbeat thread's end
+            "progress": r["refresh"],  # counts and best so far, read from storage
         }
-        parts["other_hpsearch"] = r["fn"] - r["suggest"] - r["run_trial"] - r["record"] - r["close"]
-        parts["lifecycle"] = r["interval"] - r["claim"] - r["fn"] - r["refresh"]
+        parts["other"] = r["trial"] - sum(parts.values())
         return parts
 
 
-@contextlib.contextmanager
-def instrumented(clock: Clock):
-    """Wrap the steps of hpsearch's trial loop (hpsearch.workers.work) with timers; undone on exit.
-
-    claim: file lock, stale-trial check, count, study.ask, first heartbeat, worker attribute.
-    lifecycle: the rest of a trial's gap: heartbeat thread, study.tell, re-reading the trial, its line.
-    """
-    import hpsearch.backends.optuna as hb
-    import hpsearch.workers as hw
-    from hpsearch.reporter import Reporter
-    from hpsearch.space import Space
-
-    saved = [
-        (hw, "trial_function", hw.trial_function), (hw, "claim", hw.claim), (hw, "refresh", hw.refresh),
-        (hb, "prune_hook", hb.prune_hook), (hb, "record", hb.record), (hb, "run_trial", hb.run_trial),
-        (Reporter, "report", Reporter.report), (Reporter, "close", Reporter.close), (Space, "suggest", Space.suggest),
-    ]
-    original_trial_function, original_prune_hook, original_refresh = hw.trial_function, hb.prune_hook, hw.refresh
-
-    def trial_function(*args: Any) -> Callable:
-        fn = original_trial_function(*args)
-
-        def timed_fn(trial: Any) -> Any:
-            clock.current = trial.number
-            return clock.timed("fn", fn)(trial)
-
-        return timed_fn
-
-    def prune_hook(*args: Any) -> Any:
-        hook = original_prune_hook(*args)
-        return clock.timed("prune", hook) if hook is not None else None
-
-    def refresh(*args: Any) -> Any:
-        """Called once per trial after it ends (and once before the first): the end of a trial's gap."""
-        result = clock.timed("refresh", original_refresh)(*args)
-        now = time.perf_counter()
-        if clock.last_end is not None and clock.current >= 0:
-            clock.raw[clock.current]["interval"] = now - clock.last_end
-        clock.last_end = now
-        return result
-
-    hw.trial_function, hw.refresh, hb.prune_hook = trial_function, refresh, prune_hook
-    hw.claim = clock.timed("claim", hw.claim)
-    hb.record, hb.run_trial = clock.timed("record", hb.record), clock.timed("run_trial", hb.run_trial)
-    Reporter.report, Reporter.close = clock.timed("report", Reporter.report), clock.timed("close", Reporter.close)
-    Space.suggest = clock.timed("suggest", Space.suggest)
-    try:
-        yield
-    finally:
-        for owner, name, value in saved:
-            setattr(owner, name, value)
-
-
 def run_hpsearch(trials: int) -> dict[str, Any]:
-    from hpsearch.backends import get_backend
+    from hpsearch.backends.optuna import work
     from hpsearch.spec import load_spec
 
     clock = Clock()
-    with tempfile.TemporaryDirectory() as tmp, instrumented(clock), contextlib.redirect_stdout(io.StringIO()):
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
         spec = load_spec(write_spec(Path(tmp), trials))
         with Timer() as t:
-            get_backend(spec.backend).run(spec, quiet=True)
-    intervals = {n: r["interval"] for n, r in clock.raw.items() if r.get("interval")}
+            work(spec, quiet=True, steps=clock)
+    numbers = sorted(clock.ends)
+    intervals = {n: clock.ends[n] - clock.ends[p] for p, n in itertools.pairwise(numbers)}
     return {"wall_s": t.s, "intervals": intervals, "split": {n: clock.split(n) for n in intervals}}
 
 
@@ -148,7 +85,7 @@ def run_optuna_timed(trials: int) -> dict[str, Any]:
 def child(variant: str, trials: int) -> dict[str, Any]:
     import optuna  # noqa: F401 (imported before the timer starts)
 
-    import hpsearch.workers  # noqa: F401
+    import hpsearch.backends.optuna  # noqa: F401
 
     return run_hpsearch(trials) if variant == "hpsearch" else run_optuna_timed(trials)
 
@@ -201,11 +138,11 @@ def main(argv: list[str] | None = None) -> None:
     a, b = (figures[f"at_{k}"]["hpsearch_ms_per_trial"] for k in windows)
     figures["growth_ratio"] = ratio(b, a)
     last = figures[f"at_{large}"]["split_ms"]
-    hp_own = sum(last[c] for c in ("claim", "reporter", "trial_attrs", "progress", "other_hpsearch", "lifecycle"))
+    hp_own = sum(last[c] for c in ("claim", "reporter", "trial_attrs", "tell", "progress", "other"))
     notes = [
         (f"Per-trial wall time grows {figures['growth_ratio']:.1f}x from ~{small} to ~{large} trials; "
         f"at ~{large} trials the sampler takes {last['sampler']:.0f} ms and hpsearch's own steps "
-        f"(claim, reporter, trial attributes, progress, other, lifecycle) {hp_own:.0f} ms of {b:.0f} ms."),
+        f"(claim, reporter, trial attributes, tell, progress, other) {hp_own:.0f} ms of {b:.0f} ms."),
         "Windows: median of the gaps between consecutive trial ends (ms); split columns: mean ms per trial.",
     ]
     ops = [figures[f"at_{k}"]["optuna_ms_per_trial"] for k in windows]

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     extra: list[str] = []
     if args.smoke:
         args.trials, args.epochs, args.repeats = 2, 1, 1
-        extra = [f"objective={TOY}:objective"]  # no torch: the smoke run checks the plumbing, in seconds
+        extra = [f"objective={TOY}:objective", "metric=val_acc", "direction=maximize"]  # no torch: the smoke run checks the plumbing, in seconds
     with tempfile.TemporaryDirectory() as tmp:
         runs = interleave(
             {f"{n} slot{'s' if n > 1 else ''}": (lambda r, n=n: run_cli(n, args.trials, args.epochs, Path(tmp), extra, not args.omp_default))

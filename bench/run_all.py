@@ -1,7 +1,7 @@
 """Run every benchmark, then rewrite BENCHMARKS.md from bench/results/*.json.
 
     .venv/bin/python bench/run_all.py                      # all CPU benchmarks (about 1-1.5 h on 2 cores), then render
-    .venv/bin/python bench/run_all.py --only pruning growth
+    .venv/bin/python bench/run_all.py --only orchestration growth
     .venv/bin/python bench/run_all.py --render-only        # BENCHMARKS.md from the JSON already there
 
 bench/gpu.py runs only where CUDA is available (it exits with a message elsewhere); its
@@ -20,7 +20,7 @@ from typing import Any
 
 from common import RESULTS, ROOT
 
-ORDER = ("objective_vs_textbook", "orchestration", "pruning", "parallel_slots", "growth", "gpu")
+ORDER = ("search_quality", "objective_vs_textbook", "orchestration", "busy_machine", "parallel_slots", "growth", "gpu")
 TITLES = {"gpu": "GPU training step"}  # headings of benchmarks without a result yet
 
 
@@ -70,8 +70,9 @@ def _orchestration(r: dict[str, Any]) -> str:
     text = (
         "**Where hpsearch's per-trial time goes** (bench/growth.py splits it): Optuna's own work (TPE sampling, "
         "trial.report + should_prune) is shared with the script; on top, hpsearch claims each trial under a file lock "
-        "with a stale-trial check (exact budgets across processes), starts a heartbeat thread, writes TensorBoard "
-        "events, the trial attributes (one statement per trial) and re-reads the study for the progress line. "
+        "(exact budgets across processes) and stamps it with its process and a first beat, starts a heartbeat thread, "
+        "writes TensorBoard events and the trial attributes (one statement per trial) and counts the study by state for "
+        "the progress line. "
     )
     if f.get("hpsearch_over_optuna_wal", 0) > 1.25:
         text += (
@@ -83,24 +84,6 @@ def _orchestration(r: dict[str, Any]) -> str:
             f"Ray Tune starts each trial as a new actor process by default (no actor reuse for function trainables) and "
             f"runs {r['machine']['nproc']} at a time: {f['ray_ms_per_trial'] / 1000:.1f} s per trial on this machine."
         )
-    return text
-
-
-def _pruning(r: dict[str, Any]) -> str:
-    f = r["figures"]
-    pruners = {k: v for k, v in f.items() if isinstance(v, dict) and k != "none"}
-    best = min(pruners, key=lambda k: pruners[k]["epochs_share"])
-    text = (
-        "**What limits it.** The digits validation split is small and easy: the best trial reaches "
-        f"{100 * f['none']['best_val_acc']:.1f}% without pruning, so accuracy differences are a few images at most. "
-        "With quickstart's pruner settings (4 unpruned startup trials, 2 warmup epochs) the median pruner has a floor "
-        "(see the notes), and Optuna's hyperband sends part of the trials to a bracket that first decides at min_resource "
-        "x reduction factor (6 epochs here), so neither comes near 1/3 of the epochs; "
-        f"the variant that saves most here is {best}: {pruners[best]['epochs_trained']:.0f} of "
-        f"{f['none']['epochs_trained']:.0f} epochs ({pruners[best]['epochs_share']:.2f}; 1/3 would be "
-        f"{f['none']['epochs_trained'] / 3:.0f}) for {pruners[best]['acc_diff_points']:+.2f} points, "
-        "stopping trials from their first epoch on."
-    )
     return text
 
 
@@ -124,22 +107,20 @@ def _growth(r: dict[str, Any]) -> str:
     f = r["figures"]
     windows = [v for k, v in f.items() if k.startswith("at_")]
     first, last = windows[0]["split_ms"], windows[-1]["split_ms"]
-    own = ("claim", "reporter", "trial_attrs", "progress", "other_hpsearch", "lifecycle")
+    own = ("claim", "reporter", "trial_attrs", "tell", "progress", "other")
     return (
         f"hpsearch's own steps take {sum(first[c] for c in own):.0f} ms per trial at the first window and "
         f"{sum(last[c] for c in own):.0f} ms at the last: they do not grow with the study (the storage cache keeps "
         "finished trials in memory; each step reads only what changed). What grows is Optuna's TPE sampler, "
         f"{first['sampler']:.0f} -> {last['sampler']:.0f} ms, which models every finished trial. Largest fixed items: "
-        f"claim {last['claim']:.0f} ms (lock, stale-trial check, ask, first heartbeat, worker attribute: 3 commits), "
-        f"lifecycle {last['lifecycle']:.0f} ms (heartbeat thread, tell, re-reading the trial), progress {last['progress']:.0f} ms "
-        "(re-reading the study for counts and best so far)."
+        f"claim {last['claim']:.0f} ms (lock, count, ask, identity and first beat in one commit), "
+        f"tell {last['tell']:.0f} ms, progress {last['progress']:.0f} ms (counts by state and the best trial, two queries)."
     )
 
 
 ANALYSIS: dict[str, Any] = {
     "objective_vs_textbook": _textbook,
     "orchestration": _orchestration,
-    "pruning": _pruning,
     "parallel_slots": _slots,
     "growth": _growth,
 }

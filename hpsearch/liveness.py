@@ -29,7 +29,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.errors import UserError
-from hpsearch.storage import end_trial, set_attrs, storage_of, trial_id
+from hpsearch.storage import end_trial, set_attrs, storage_of, study_id, trial_id
 
 
 def _env_seconds(name: str, default: float) -> float:
@@ -189,7 +189,8 @@ class Observer:
 
 
 def running(study: optuna.Study) -> list[FrozenTrial]:
-    return study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    """RUNNING trials, filtered by the database (Optuna's study.get_trials reads every unfinished trial first)."""
+    return storage_of(study).get_all_trials(study_id(study), deepcopy=False, states=(TrialState.RUNNING,))
 
 
 def bury(study: optuna.Study, dead: list[Dead]) -> list[Dead]:

@@ -57,13 +57,13 @@ def build_pruner(spec: Spec) -> optuna.pruners.BasePruner:
     return PRUNERS[spec.pruner.name].build(spec)
 
 
-def open_study(spec: Spec, seed_salt: int = 0) -> optuna.Study:
+def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.Study:
     """Create the study or load it (resume); warm starts are enqueued only on creation.
 
     ``seed_salt`` tells processes sharing one study apart: with the same seed they would all
     draw the same random start-up configs."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    storage = open_storage(spec.storage_url)
+    storage = storage or open_storage(spec.storage_url)
     existing = {s.study_name: s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     offset = existing[spec.study].n_trials if spec.study in existing else 0
     study = optuna.create_study(
@@ -168,15 +168,16 @@ def budget_spent(progress: Progress, spec: Spec, done: int) -> bool:
     return True
 
 
-def refresh(progress: Progress, study: optuna.Study, spec: Spec) -> None:
-    """The live line's counts and best, from two small queries (not a read of every trial)."""
+def refresh(progress: Progress, study: optuna.Study, spec: Spec, best: bool = True) -> None:
+    """The live line's counts and (``best``: when it may have changed) best, from small queries, not a read of every trial."""
     n = count_states(study)
     c = progress.counts
     c.done = sum(n.get(s, 0) for s in FINISHED)
     c.pruned = n.get(TrialState.PRUNED, 0)
     c.failed = n.get(TrialState.FAIL, 0)
     c.running = n.get(TrialState.RUNNING, 0)
-    c.best = best_text(study, spec) if n.get(TrialState.COMPLETE) else "-"
+    if best:
+        c.best = best_text(study, spec) if n.get(TrialState.COMPLETE) else "-"
     progress.refresh()
 
 

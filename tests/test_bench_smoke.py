@@ -20,8 +20,7 @@ MACHINE_KEYS = {"nproc", "cpu", "torch", "optuna", "ray", "load_avg_1_5_15"}
 # script -> figures a reader of BENCHMARKS.md needs from it
 FIGURES = {
     "objective_vs_textbook": {"digits_mlp", "accuracy_within_1_point"},
-    "orchestration": {"hpsearch_over_optuna", "hpsearch_ms_per_trial", "optuna_ms_per_trial", "cli_fixed_startup_s"},
-    "pruning": {"none", "median", "hyperband"},
+    "orchestration": {"hpsearch_over_optuna", "hpsearch_ms_per_trial", "optuna_ms_per_trial", "cli_run_1_trial_s"},
     "parallel_slots": {"trials_per_hour_1_slot", "trials_per_hour_2_slots", "speedup"},
     "growth": {"growth_ratio"},
     "gpu": {"combinations", "fastest"},
@@ -54,14 +53,14 @@ def test_smoke_run_writes_its_result(bench, tmp_path, monkeypatch, name):
 def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):
     run_all = bench("run_all")
     fake = {
-        "name": "pruning", "title": "Pruning: epochs trained vs best accuracy", "headline": "median: 0.31 of the epochs",
-        "command": ".venv/bin/python bench/pruning.py", "date": "2026-01-01T00:00:00+00:00", "duration_s": 12.0,
+        "name": "parallel_slots", "title": "Parallel slots", "headline": "median: 0.31 of the epochs",
+        "command": ".venv/bin/python bench/parallel_slots.py", "date": "2026-01-01T00:00:00+00:00", "duration_s": 12.0,
         "machine": {"nproc": 2, "cpu": "AMD EPYC", "gpu": None, "python": "3.11", "torch": "2", "optuna": "5", "ray": "2",
                     "load_avg_1_5_15": [1.0, 1.0, 1.0]},
         "smoke": False, "goal": "≤ 1/3 of the epochs", "goal_met": True, "figures": {},
         "table": {"columns": ["pruner", "epochs"], "rows": [["median", "93"]]}, "notes": ["a note"],
     }
-    (tmp_path / "pruning.json").write_text(json.dumps(fake))
+    (tmp_path / "parallel_slots.json").write_text(json.dumps(fake))
     (tmp_path / "growth.json").write_text(json.dumps({**fake, "name": "growth", "smoke": True}))  # smoke: never rendered
     out = tmp_path / "BENCHMARKS.md"
     assert run_all.main(["--render-only", "--results", str(tmp_path), "--output", str(out)]) == 0

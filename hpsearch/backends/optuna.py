@@ -19,13 +19,14 @@ reaches the budget.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import optuna
@@ -70,6 +71,19 @@ from hpsearch.study import (
 from hpsearch.trial import FAILED, PRUNED, run_trial
 
 WAIT_S = 1.0  # a worker with nothing to claim looks again this often (a running trial may fail)
+StepHook = Callable[[str, int, float], None]  # (step, trial number, seconds): bench/growth.py times the loop with it
+
+
+@contextlib.contextmanager
+def timed(hook: StepHook | None, step: str, number: int) -> Iterator[None]:
+    if hook is None:
+        yield
+        return
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        hook(step, number, time.perf_counter() - start)
 
 
 class TrialFailed(Exception):
@@ -101,8 +115,9 @@ def machine_salt() -> int:
 def claim(study: optuna.Study, budget: int, lock: ClaimLock, observer: Observer) -> optuna.Trial | None:
     """A new RUNNING trial of this worker, or None while running + finished trials cover the budget."""
     with lock.held():
-        check(study, observer)  # a dead process's trial is failed and its config queued: claimed next
         n = count_states(study)
+        if n.get(TrialState.RUNNING) and check(study, observer):  # a dead process's trial failed, its config queued: claimed next
+            n = count_states(study)
         if sum(n.get(s, 0) for s in CLAIMED) >= budget:
             return None
         trial = study.ask()
@@ -111,18 +126,19 @@ def claim(study: optuna.Study, budget: int, lock: ClaimLock, observer: Observer)
 
 
 def work(spec: Spec, quiet: bool = False, announce_lines: bool = True, deadline: float | None = None,
-         seed_salt: int = 0, stop: threading.Event | None = None) -> Summary:
+         seed_salt: int = 0, stop: threading.Event | None = None, steps: StepHook | None = None) -> Summary:
     """Claim and run trials until completed + pruned reaches ``budget.trials`` (or time, failures, ``stop``).
 
     ``announce_lines``: print the first line and each trial's end (a slot leaves that to its parent).
-    ``seed_salt``: shifts the sampler seed, so processes sharing a study draw different samples."""
+    ``seed_salt``: shifts the sampler seed, so processes sharing a study draw different samples.
+    ``steps``: told how long each step of each trial took (claim, suggest, objective, prune, record, tell, refresh, trial)."""
     stop = stop or threading.Event()
     objective = load_objective(spec.objective, spec.base_dir)
     apply_threads()
-    open_storage(spec.storage_url)  # reach the storage before the lock writes beside it: a bad URL is one line, nothing written
+    storage = open_storage(spec.storage_url)  # before the lock writes beside it: a bad URL is one line, nothing written
     lock = ClaimLock(spec.storage_url, spec.study)
     with lock.held():  # creating the study under the lock enqueues warm starts once
-        study = open_study(spec, seed_salt=seed_salt)
+        study = open_study(spec, seed_salt=seed_salt, storage=storage)
     spec.study_dir.mkdir(parents=True, exist_ok=True)
     progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
     observer = Observer()
@@ -131,26 +147,32 @@ def work(spec: Spec, quiet: bool = False, announce_lines: bool = True, deadline:
     refresh(progress, study, spec)
     if announce_lines and not announce(progress, spec, progress.counts.done):
         return summary(study, spec, 0, None)
-    fn = trial_function(spec, objective, progress)
+    fn = trial_function(spec, objective, progress, steps)
     ran, failures_in_a_row, stopped_early = 0, 0, None
     limit = spec.budget.max_failures
     with progress:
         try:
             while not stop.is_set() and (deadline is None or time.time() < deadline):
+                started = time.perf_counter()
                 trial = claim(study, spec.budget.trials, lock, observer)
                 if trial is None:
                     if finished_count(study) >= spec.budget.trials:
                         break
                     time.sleep(WAIT_S)
                     continue
+                if steps is not None:
+                    steps("claim", trial.number, time.perf_counter() - started)
                 ran += 1
                 progress.counts.running += 1  # this process's trial; the next refresh reads them all from storage
                 progress.refresh()
-                ended = run_claimed(study, trial, fn, stop)
+                ended = run_claimed(study, trial, fn, stop, steps)
                 failures_in_a_row = failures_in_a_row + 1 if ended.state == TrialState.FAIL else 0
                 if announce_lines:
-                    refresh(progress, study, spec)
+                    with timed(steps, "refresh", ended.number):
+                        refresh(progress, study, spec, best=ended.state == TrialState.COMPLETE)
                     progress.trial(ended.number, reason(ended), trial_value_text(ended, spec), ended.params)
+                if steps is not None:
+                    steps("trial", ended.number, time.perf_counter() - started)
                 if limit is not None and failures_in_a_row >= limit:
                     stopped_early = f"{failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {ended.user_attrs.get('reason')}"
                     break
@@ -160,7 +182,8 @@ def work(spec: Spec, quiet: bool = False, announce_lines: bool = True, deadline:
     return summary(study, spec, ran, stopped_early)
 
 
-def run_claimed(study: optuna.Study, trial: optuna.Trial, fn: Callable[[optuna.Trial], Any], stop: threading.Event) -> FrozenTrial:
+def run_claimed(study: optuna.Study, trial: optuna.Trial, fn: Callable[[optuna.Trial], Any], stop: threading.Event,
+                steps: StepHook | None = None) -> FrozenTrial:
     """Run one claimed trial and record its end state, as study.optimize would."""
     beat = Heartbeat(study, trial)
     values, state = None, TrialState.COMPLETE
@@ -177,7 +200,8 @@ def run_claimed(study: optuna.Study, trial: optuna.Trial, fn: Callable[[optuna.T
         except Exception as exc:  # noqa: BLE001 - e.g. a storage error while sampling: the trial fails, the worker goes on
             trial.set_user_attr("reason", f"failed: {type(exc).__name__}: {exc}".strip())
             state = TrialState.FAIL
-        tell(study, trial, state, values, stop)
+        with timed(steps, "tell", trial.number):
+            tell(study, trial, state, values, stop)
     finally:
         beat.stop()
     return frozen(study, trial)
@@ -205,24 +229,27 @@ def apply_threads() -> None:
 # ---------------------------------------------------------------------------- the trial body
 
 
-def trial_function(spec: Spec, objective: Any, progress: Progress) -> Callable[[optuna.Trial], float | list[float]]:
+def trial_function(spec: Spec, objective: Any, progress: Progress, steps: StepHook | None = None) -> Callable[[optuna.Trial], float | list[float]]:
     """Sample, run the objective, record; raises TrialPruned / TrialFailed for run_claimed."""
 
     def fn(trial: optuna.Trial) -> float | list[float]:
-        config = spec.config_for(spec.tree.suggest(trial))
-        trial.set_user_attr("config", config)
+        with timed(steps, "suggest", trial.number):
+            config = spec.config_for(spec.tree.suggest(trial))
+            trial.set_user_attr("config", config)
         reporter = Reporter(
             trial_dir=spec.study_dir / f"trial-{trial.number}",
-            prune_hook=prune_hook(trial, spec),
+            prune_hook=prune_hook(trial, spec, steps),
             on_epoch=lambda epoch, metrics: progress.epoch(trial.number, epoch, config.get("epochs"), metrics),
         )
         try:
-            outcome = run_trial(objective, config, reporter, spec.metrics)
+            with timed(steps, "objective", trial.number):
+                outcome = run_trial(objective, config, reporter, spec.metrics)
         except KeyboardInterrupt:
             trial.set_user_attr("reason", "interrupted")
             raise
-        record(trial.study, trial, outcome, reporter)
-        reporter.close(hparams=outcome.config or config, final=outcome.metrics)
+        with timed(steps, "record", trial.number):
+            record(trial.study, trial, outcome, reporter)
+            reporter.close(hparams=outcome.config or config, final=outcome.metrics)
         if outcome.state == PRUNED:
             raise optuna.TrialPruned(outcome.reason)
         if outcome.state == FAILED:
@@ -233,7 +260,7 @@ def trial_function(spec: Spec, objective: Any, progress: Progress) -> Callable[[
     return fn
 
 
-def prune_hook(trial: optuna.Trial, spec: Spec) -> PruneHook | None:
+def prune_hook(trial: optuna.Trial, spec: Spec, steps: StepHook | None = None) -> PruneHook | None:
     """Report the first metric per epoch; Optuna cannot prune multi-objective studies."""
     if len(spec.metrics) > 1:
         return None
@@ -242,8 +269,9 @@ def prune_hook(trial: optuna.Trial, spec: Spec) -> PruneHook | None:
     def hook(epoch: int, metrics: dict[str, float]) -> bool:
         if metric not in metrics:
             return False
-        trial.report(metrics[metric], step=epoch)
-        return trial.should_prune()
+        with timed(steps, "prune", trial.number):
+            trial.report(metrics[metric], step=epoch)
+            return trial.should_prune()
 
     return hook
 
