@@ -83,13 +83,13 @@ def _nsga2(spec: Spec, seed: int | None) -> Any:
 
 
 SAMPLERS: dict[str, Entry] = {
-    "tpe": Entry("Tree-structured Parzen estimator, multivariate over conditional groups (default)", _tpe),
-    "random": Entry("independent uniform/log-uniform draws", _random),
-    "grid": Entry("every combination of choices, int ranges and stepped floats", _grid),
-    "cmaes": Entry("CMA-ES over the numeric parameters", _cmaes),
-    "qmc": Entry("quasi-Monte Carlo (Sobol) draws", _qmc),
-    "gp": Entry("Gaussian-process Bayesian optimisation", _gp),
-    "nsga2": Entry("NSGA-II, for several metrics (default when there are)", _nsga2),
+    "tpe": Entry("tree-structured Parzen estimator, multivariate over conditional groups; random for the first `startup_trials` (default)", _tpe),
+    "random": Entry("independent uniform (or log-uniform) draws", _random),
+    "grid": Entry("every combination; needs choices, int ranges or stepped floats, no conditional options", _grid),
+    "cmaes": Entry("CMA-ES over the numeric parameters (categorical ones sampled independently)", _cmaes),
+    "qmc": Entry("quasi-Monte Carlo (Sobol) draws: even coverage without a model", _qmc),
+    "gp": Entry("Gaussian-process Bayesian optimisation (few, expensive trials)", _gp),
+    "nsga2": Entry("NSGA-II genetic search; the default with several metrics (`population_size`, default 50)", _nsga2),
 }
 
 
@@ -140,10 +140,10 @@ def _no_pruner(spec: Spec) -> Any:
 
 
 PRUNERS: dict[str, Entry] = {
-    "median": Entry("stop a trial below the median of earlier trials at the same epoch (default)", _median),
-    "percentile": Entry("stop a trial below pruner.percentile of earlier trials at the same epoch", _percentile),
-    "successive_halving": Entry("asynchronous successive halving: keep the top 1/reduction_factor at each rung", _successive_halving),
-    "hyperband": Entry("Hyperband: successive halving over several brackets of rung sizes", _hyperband),
+    "median": Entry("stop a trial worse than the median of earlier trials at the same epoch, after `warmup_epochs`, once `startup_trials` finished (default)", _median),
+    "percentile": Entry("as median, at `percentile` instead of the 50th", _percentile),
+    "successive_halving": Entry("asynchronous successive halving: rungs from `warmup_epochs` on, each keeps the best 1/`reduction_factor` (default 4)", _successive_halving),
+    "hyperband": Entry("Hyperband: successive halving in several brackets up to `max_epochs` (default `fixed.epochs`), `reduction_factor` default 3", _hyperband),
     "none": Entry("every trial runs all its epochs", _no_pruner),
 }
 
@@ -206,16 +206,25 @@ def _fifo(spec: Spec, kit: RayKit) -> Any:
 
 
 RAY_SCHEDULERS: dict[str, Entry] = {
-    "asha": Entry("asynchronous successive halving (default); grace pruner.warmup_epochs, rate pruner.reduction_factor", _asha),
-    "hyperband": Entry("synchronous Hyperband", _ray_hyperband),
-    "median": Entry("median stopping rule", _ray_median),
-    "pbt": Entry("population-based training: exploit and explore every ray.perturbation_interval epochs",
+    "asha": Entry("asynchronous successive halving (default): first rung after `pruner.warmup_epochs` + 1 epochs, keeps 1/`pruner.reduction_factor` (default 3)", _asha),
+    "hyperband": Entry("synchronous HyperBand up to `pruner.max_epochs` (default `fixed.epochs`); paused trials resume from their checkpoint", _ray_hyperband),
+    "median": Entry("median stopping rule after the warmup epochs, once `pruner.startup_trials` trials report", _ray_median),
+    "pbt": Entry("population-based training: every `ray.perturbation_interval` epochs the worst quarter copies a better trial's "
+                 "checkpoint (`reporter.save_checkpoint`/`load_checkpoint`) and perturbs its top-level parameters",
                  lambda spec, kit: kit.pbt()),
-    "fifo": Entry("no early stopping (also used for several metrics)", _fifo),
+    "fifo": Entry("none (also what several metrics get)", _fifo),
 }
 
 
-def table(kind: dict[str, Entry] | dict[str, Backend]) -> str:
-    """A Markdown table of a registry (README)."""
+def table(kind: dict[str, Entry] | dict[str, Backend], key: str) -> str:
+    """A Markdown table of a registry; the README's tables are these (tests/test_registry.py checks)."""
     rows = [f"| `{name}` | {entry.summary} |" for name, entry in kind.items()]
-    return "\n".join(["| name | what it does |", "|---|---|", *rows])
+    return "\n".join([f"| `{key}` | what it does |", "|---|---|", *rows])
+
+
+TABLES = {"sampler.name": SAMPLERS, "pruner.name": PRUNERS, "backend": BACKENDS, "ray.scheduler": RAY_SCHEDULERS}
+
+
+if __name__ == "__main__":  # python -m hpsearch.registry: the README's tables
+    for key, kind in TABLES.items():
+        print(table(kind, key), end="\n\n")
