@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import sqlite3
@@ -21,13 +20,11 @@ def redact(url: str) -> str:
 
 
 def engine_url(url: str) -> str:
-    """postgres:// and postgresql:// name the driver that is installed (SQLAlchemy 2.1 assumes psycopg 3)."""
+    """The URL as the user wrote it: SQLAlchemy 2 opens postgresql:// with psycopg 3, which hpsearch
+    installs, so the same URL works in optuna.load_study and optuna-dashboard. Only the
+    postgres:// spelling, which SQLAlchemy does not know, becomes postgresql://."""
     scheme, sep, rest = url.partition("://")
-    if sep and scheme in ("postgres", "postgresql"):
-        has_v3 = importlib.util.find_spec("psycopg") is not None
-        has_v2 = importlib.util.find_spec("psycopg2") is not None
-        return f"postgresql+{'psycopg2' if has_v2 and not has_v3 else 'psycopg'}://{rest}"
-    return url
+    return f"postgresql://{rest}" if sep and scheme == "postgres" else url
 
 
 def sqlite_path(url: str) -> Path | None:

@@ -10,11 +10,11 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
 
-from hpsearch.storage import engine_url
 from tests.conftest import ROOT
 
 TOY = ROOT / "tests" / "fixtures" / "toy.py"
@@ -41,10 +41,50 @@ space:
         assert p.returncode == 0, out
         assert f"{study}: 9 finished (0 pruned), 0 failed" in out
 
-    trials = optuna.load_study(study_name=study, storage=engine_url(postgres_url)).get_trials()
+    trials = optuna.load_study(study_name=study, storage=postgres_url).get_trials()
     assert sorted(t.number for t in trials) == list(range(9))  # none lost, none twice, no junk beyond the budget
     assert all(t.state == TrialState.COMPLETE for t in trials)
     assert len({t.params["lr"] for t in trials}) == 9
     # How the 9 were spread over the workers depends on machine load; that they add up does not.
     ran = sum(int(out.split("this worker ran ")[1].split(";")[0]) for out in outputs)
     assert ran == 9
+
+
+def test_the_printed_url_opens_unchanged_in_optuna_and_optuna_dashboard(postgres_url, tmp_path):
+    """psycopg 3 is the driver SQLAlchemy 2 picks for postgresql://, so the URL hpsearch prints is the URL every tool takes."""
+    import json
+    import time
+    import urllib.request
+
+    from tests.conftest import free_port
+
+    study = f"url-{uuid.uuid4().hex[:8]}"
+    spec = tmp_path / "url.yaml"
+    spec.write_text(f"study: {study}\nobjective: {TOY}:objective\noutput: {tmp_path / 'runs'}\nbudget: {{trials: 2}}\n"
+                    "pruner: none\nfixed: {epochs: 1}\nspace: {lr: {float: [1.0e-4, 1.0], log: true}}\n")
+    run = subprocess.run([sys.executable, "-m", "hpsearch.cli", "run", str(spec), "--storage", postgres_url, "--quiet"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    printed = run.stdout.rsplit("\nstorage ", 1)[1].split(";")[0].strip()  # the closing "storage URL; TensorBoard: ..." line
+    assert printed == postgres_url  # no driver rewritten into it (this URL has no password to redact)
+
+    assert len(optuna.load_study(study_name=study, storage=printed).get_trials()) == 2  # plain Optuna, the URL as printed
+
+    port = free_port()
+    dashboard = subprocess.Popen([str(Path(sys.executable).parent / "optuna-dashboard"), printed, "--port", str(port)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5) as response:
+                    studies = json.load(response)["study_summaries"]
+                break
+            except OSError:
+                if dashboard.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(dashboard.communicate()[0]) from None
+                time.sleep(0.5)
+        assert study in {s["study_name"] for s in studies}
+    finally:
+        dashboard.terminate()
+        dashboard.wait(timeout=30)
