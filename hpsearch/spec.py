@@ -7,8 +7,11 @@ and its own ``validate`` on one config per choice option). Nothing touches stora
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import re
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +29,7 @@ from pydantic import (
 from hpsearch.errors import SpecError
 from hpsearch.objective import BUILTIN, load_objective
 from hpsearch.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS
-from hpsearch.space import Space, parse_space
+from hpsearch.space import Const, Space, parse_space
 from hpsearch.text import did_you_mean
 
 Direction = Literal["maximize", "minimize"]
@@ -185,13 +188,25 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), che
     return spec
 
 
+# A spec is settings and a search space: a few KiB, a handful of levels. The limits turn a
+# hostile or broken file (an alias bomb, megabytes of data, thousands of nested brackets) into
+# one line within a second or so, since the pure-Python parser reads about 50 KiB/s on a busy
+# core.
+MAX_BYTES = 64 * 1024
+MAX_DEPTH = 32  # nesting levels; a conditional space needs about 8
+MAX_VALUES = 100_000  # scalars and collections after aliases expand; a 64 KiB file holds fewer without aliases
+
+
 def read_yaml(where: str) -> dict[str, Any]:
     file = Path(where)
     if not file.is_file():
         raise SpecError(f"{where}: no such file")
+    size = file.stat().st_size
+    if size > MAX_BYTES:
+        raise SpecError(f"{where}: the file is {size / 1024:,.0f} KiB; a spec is a few KiB of settings (limit {MAX_BYTES // 1024} KiB)")
     text = file.read_text(encoding="utf-8", errors="replace")
     try:
-        raw = yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: no !!python/... tags
+        raw = _load_checked(text, where)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
@@ -205,6 +220,63 @@ def read_yaml(where: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise SpecError(f"{where}: the top level must be a mapping of keys (study:, space:, ...), got {type(raw).__name__}")
     return raw
+
+
+def _load_checked(text: str, where: str) -> Any:
+    """yaml.load with the shape checked between parsing and building Python objects."""
+    loader = UniqueKeyLoader(text)  # a SafeLoader: no !!python/... tags
+    try:
+        try:
+            with _stack_room(4 * MAX_DEPTH + 60):
+                node = loader.get_single_node()
+        except RecursionError:
+            raise SpecError(f"{where}: nested more than {MAX_DEPTH} levels deep; a spec never needs that many") from None
+        if node is None:
+            return None
+        _extent(node, 1, {}, set(), where)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+@contextlib.contextmanager
+def _stack_room(frames: int) -> Iterator[None]:
+    """Allow only ``frames`` more Python frames: the composer recurses twice per nesting level and
+    PyYAML's scanner is quadratic in bracket depth ([[[[... takes seconds before the default limit)."""
+    depth, frame = 0, sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + frames)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def _extent(node: yaml.Node, depth: int, seen: dict[int, tuple[int, int]], open_: set[int], where: str) -> tuple[int, int]:
+    """(values, levels) under ``node`` with aliases expanded; an alias's node is counted once but weighed each time."""
+    at = f"line {node.start_mark.line + 1}: "
+    if depth > MAX_DEPTH:
+        raise SpecError(f"{where}: {at}nested more than {MAX_DEPTH} levels deep; a spec never needs that many")
+    if isinstance(node, yaml.ScalarNode):
+        return 1, 1
+    key = id(node)
+    if key in open_:
+        raise SpecError(f"{where}: {at}an alias (*name) refers to a collection that contains it; a spec holds plain data, not cycles")
+    if key not in seen:
+        open_.add(key)
+        children = node.value if isinstance(node, yaml.SequenceNode) else [n for pair in node.value for n in pair]
+        sizes = [_extent(child, depth + 1, seen, open_, where) for child in children]
+        open_.discard(key)
+        seen[key] = (1 + sum(v for v, _ in sizes), 1 + max((h for _, h in sizes), default=0))
+    values, levels = seen[key]
+    if depth - 1 + levels > MAX_DEPTH:
+        raise SpecError(f"{where}: {at}nested more than {MAX_DEPTH} levels deep; a spec never needs that many")
+    if values > MAX_VALUES:
+        raise SpecError(f"{where}: {at}YAML aliases (*name) expand this to more than {MAX_VALUES:,} values (an alias bomb?); "
+                        "a spec is a few hundred values")
+    return values, levels
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
@@ -304,6 +376,10 @@ def check_consistency(spec: Spec, errors: list[str]) -> None:
     if len(set(spec.metrics)) != len(spec.metrics):
         errors.append(f"metric: names repeat: {spec.metrics}")
     tree: Space = spec.tree
+    if not any(not isinstance(p, Const) for _, p in tree.parameters()) and not any(e.startswith("space") for e in errors):
+        errors.append(f"space: nothing to search (no range or choice): all {spec.budget.trials} trials would run the same config; "
+                      "add parameters under space:, or train one fixed config with `hpsearch train FILE` "
+                      "(FILE holds objective:, metric: and config:, as `hpsearch export` writes it)")
     top = set(tree.params)
     for key in sorted(top & set(spec.fixed)):
         errors.append(f"fixed.{key}: also a parameter in space.{key}; keep it in one place")

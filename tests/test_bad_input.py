@@ -197,3 +197,25 @@ def test_the_dashboard_binds_to_this_machine_unless_told(workdir, monkeypatch, c
     assert main(["dashboard", "bad_specs/good.yaml"]) == 0
     assert main(["dashboard", "bad_specs/good.yaml", "--host", "0.0.0.0"]) == 0
     assert served == ["127.0.0.1", "0.0.0.0"]
+
+
+@pytest.mark.parametrize("case", ["yaml_alias_bomb", "yaml_nested_too_deep", "yaml_alias_cycle"])
+def test_hostile_yaml_is_one_line_from_a_real_process_and_never_hangs(case: str, workdir):
+    """Before the limits, the alias bomb ran for minutes and 5,000 brackets ended in a RecursionError traceback."""
+    result = cli("validate", f"bad_specs/{case}.yaml", cwd=workdir, timeout=30)
+    assert_one_line(result.returncode, result.stderr, expected(ROOT / "tests" / "bad_specs" / f"{case}.yaml"), workdir)
+
+
+def test_a_very_large_spec_is_refused_before_it_is_parsed(workdir):
+    big = workdir / "big.yaml"
+    big.write_text(GOOD_SPEC.replace("../fixtures", "fixtures") + "description: |\n" + "  a line of text\n" * 20_000)  # 332 KiB
+    result = cli("run", "big.yaml", cwd=workdir, timeout=30)
+    line = assert_one_line(result.returncode, result.stderr, "big.yaml: the file is 332 KiB", workdir)
+    assert "limit 64 KiB" in line
+
+
+def test_an_empty_space_says_there_is_nothing_to_search_and_writes_nothing(workdir):
+    result = cli("run", "bad_specs/space_empty.yaml", cwd=workdir)
+    line = assert_one_line(result.returncode, result.stderr, "nothing to search", workdir)
+    assert "hpsearch train" in line
+    assert result.stdout == ""
