@@ -75,3 +75,39 @@ def test_train_epoch_stops_early_on_nan_and_evaluate_counts_accuracy() -> None:
 def test_auto_precision_is_full_precision_on_cpu() -> None:
     cpu = torch.device("cpu")
     assert amp_dtype("auto", cpu) is None and amp_dtype("bf16", cpu) == torch.bfloat16
+
+
+# ---------------------------------------------------------------------------- CUDA paths, exercised on CPU where torch allows
+
+BASE = {"dataset": "synthetic", "synthetic_shape": [3, 8, 8], "synthetic_samples": 256, "synthetic_classes": 4,
+        "model": "resnet8", "width": 8, "epochs": 2, "batch_size": 32, "optimizer": "sgd", "lr": 0.05, "seed": 0, "threads": 1}
+
+
+def test_bf16_autocast_on_cpu_trains_and_reports_finite_metrics(reporter_cls) -> None:
+    reporter = reporter_cls()
+    metrics = train({**BASE, "amp": "bf16"}, reporter)
+    assert reporter.epochs == [1, 2]
+    assert all(math.isfinite(m["train_loss"]) and math.isfinite(m["val_loss"]) for _, m in reporter.reports)
+    assert 0.0 <= metrics["val_acc"] <= 1.0
+
+
+def test_grad_scaler_on_cpu_steps_the_optimizer_and_clips_unscaled_gradients() -> None:
+    """fp16's loss-scaling path (GradScaler, unscale before clipping) with a CPU scaler: the step equals
+    the unscaled step, because the scaler divides the gradients back before clipping and stepping."""
+    torch.manual_seed(0)
+    x, y = torch.randn(16, 5), torch.randint(0, 3, (16,))
+    models = []
+    for scaler in (None, torch.amp.GradScaler("cpu", init_scale=1024.0)):
+        torch.manual_seed(1)
+        model = torch.nn.Linear(5, 3)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        result = train_epoch(model, [(x, y)], optimizer, None, scaler=scaler, grad_clip=0.5, check_every=0)
+        assert result.steps == 1
+        models.append(model)
+    for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_channels_last_gives_the_same_run_as_the_default_layout(reporter_cls) -> None:
+    runs = [train({**BASE, "channels_last": flag}, reporter_cls()) for flag in (False, True)]
+    assert math.isclose(runs[0]["val_loss"], runs[1]["val_loss"], rel_tol=1e-3)
