@@ -92,10 +92,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from hpsearch.describe import describe_spec
+    from hpsearch.describe import validate_spec
 
     spec = load(args)
-    print(describe_spec(spec, samples=args.samples))
+    print(validate_spec(spec, samples=args.samples))
     return 0
 
 
@@ -251,7 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a spec; print the space and a few sampled configs")
     add_spec_args(p)
-    p.add_argument("--samples", type=int, default=3, help="how many sampled configs to print")
+    p.add_argument("--samples", type=positive_int, default=20,
+                   help="sampled configs to check with the objective's validate hook (default 20; the first 3 are printed)")
     p.set_defaults(func=cmd_validate)
 
     # -- study results and training runs (best, trials, export, train, promote, report, dashboard) --
