@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 import sys
 
 from hpsearch.errors import UserError
@@ -26,8 +28,10 @@ def start_dashboard(storage_url: str, host: str = "127.0.0.1", port: int = 8080)
 
     Binds to 127.0.0.1 by default: the dashboard can edit studies and has no login, so expose
     it beyond this machine only on purpose (e.g. host="0.0.0.0" behind an SSH tunnel or VPN).
-    Raises UserError when the storage cannot be opened (a missing SQLite file included).
+    Raises UserError when host:port cannot be listened on, or the storage cannot be opened (a
+    missing SQLite file included).
     """
+    check_address(host, port)
     import optuna_dashboard
 
     from hpsearch.storage import open_storage
@@ -41,6 +45,50 @@ def start_dashboard(storage_url: str, host: str = "127.0.0.1", port: int = 8080)
         optuna_dashboard.run_server(storage, host=host, port=port)
     except KeyboardInterrupt:
         pass
+    except OSError as exc:  # taken between the check and the server's own bind
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def check_address(host: str, port: int) -> None:
+    """Bind host:port once, as the server will, so a bad address is one line instead of a traceback."""
+    if not 1 <= port <= 65535:
+        raise UserError(f"--port {port}: a TCP port is 1-65535; the default is 8080")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise UserError(f"--host {host}: not an address or a name of this machine ({exc.strerror}); "
+                        "use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)") from None
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as wsgiref's server does
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            raise UserError(_bind_problem(exc, host, port, family)) from None
+
+
+def _bind_problem(exc: OSError, host: str, port: int, family: int) -> str:
+    if exc.errno == errno.EADDRINUSE:
+        free = free_port(host, family, near=port)
+        return f"--port {port}: {host}:{port} is already in use (another dashboard?); port {free} is free: --port {free}"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (f"--host {host}: not an address of this machine; use 127.0.0.1 (this machine only), "
+                "0.0.0.0 (every interface) or one of this machine's addresses")
+    if exc.errno == errno.EACCES:
+        return f"--port {port}: ports below 1024 need root; use one above, e.g. --port 8080"
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+
+
+def free_port(host: str, family: int, near: int) -> int:
+    """The first port after ``near`` that host can listen on (any free one if the next 20 are taken)."""
+    for port in [*range(near + 1, min(near + 21, 65536)), 0]:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return sock.getsockname()[1]
+    raise UserError(f"--port {near}: in use, and no free port found on {host}")
 
 
 def main(argv: list[str] | None = None) -> int:

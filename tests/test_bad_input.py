@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hpsearch.cli import main
-from tests.conftest import ROOT, cli
+from tests.conftest import ROOT, cli, free_port
 
 BAD_SPECS = sorted((ROOT / "tests" / "bad_specs").glob("*.yaml"))
 GOOD_SPEC = """\
@@ -194,8 +194,9 @@ def test_the_dashboard_binds_to_this_machine_unless_told(workdir, monkeypatch, c
     monkeypatch.setattr(optuna_dashboard, "run_server", lambda url, host, port: served.append(host))
     (workdir / "runs" / "good").mkdir(parents=True)
     (workdir / "runs" / "good" / "study.db").touch()
-    assert main(["dashboard", "bad_specs/good.yaml"]) == 0
-    assert main(["dashboard", "bad_specs/good.yaml", "--host", "0.0.0.0"]) == 0
+    port = str(free_port())  # the dashboard binds host:port once to check it before serving
+    assert main(["dashboard", "bad_specs/good.yaml", "--output", "runs", "--port", port]) == 0
+    assert main(["dashboard", "bad_specs/good.yaml", "--output", "runs", "--host", "0.0.0.0", "--port", port]) == 0
     assert served == ["127.0.0.1", "0.0.0.0"]
 
 

@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 from hpsearch.dashboard import dashboard_url, main, redact_url, start_dashboard
+from tests.conftest import cli
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -132,7 +133,7 @@ def test_dashboard_refuses_a_missing_sqlite_file(
 ) -> None:
     missing = tmp_path / "missing.db"
 
-    exit_code = main([f"sqlite:///{missing}", "--port", "1"])
+    exit_code = main([f"sqlite:///{missing}", "--port", str(_free_port())])
 
     assert exit_code == 2
     err = capsys.readouterr().err
@@ -154,14 +155,15 @@ def test_start_dashboard_prints_url_without_password(
                         lambda storage, host, port: served.append((storage, host, port)))
     url = "postgresql://hp:s3cret@db.example:5432/studies"
 
-    start_dashboard(url, port=8123)
+    port = _free_port()
+    start_dashboard(url, port=port)
 
     out = capsys.readouterr().out
     assert "s3cret" not in out
     assert "postgresql://hp:***@db.example:5432/studies" in out
-    assert "http://127.0.0.1:8123/dashboard/" in out
+    assert f"http://127.0.0.1:{port}/dashboard/" in out
     assert opened == [url]
-    assert served == [("db", "127.0.0.1", 8123)]  # binds to localhost unless told otherwise
+    assert served == [("db", "127.0.0.1", port)]  # binds to localhost unless told otherwise
 
 
 @pytest.mark.parametrize(
@@ -181,3 +183,44 @@ def test_redact_url_hides_only_the_password(url: str, expected: str) -> None:
 def test_dashboard_url() -> None:
     assert dashboard_url("127.0.0.1", 8080) == "http://127.0.0.1:8080/dashboard/"
     assert dashboard_url("::1", 9000) == "http://[::1]:9000/dashboard/"
+
+
+# ---------------------------------------------------------------------------- an address it cannot listen on
+
+
+@pytest.fixture
+def spec(tmp_path: Path) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"study: dash\nobjective: {REPO / 'tests' / 'fixtures' / 'toy.py'}:objective\noutput: {tmp_path / 'runs'}\n"
+                    "space:\n  lr: {float: [1.0e-4, 1.0], log: true}\n")
+    return path
+
+
+def _one_line_exit_2(result: subprocess.CompletedProcess, fragment: str) -> str:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+    return lines[0]
+
+
+def test_a_busy_port_is_one_line_that_names_a_free_port(spec: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = cli("dashboard", str(spec), "--port", str(port), timeout=60)
+        line = _one_line_exit_2(result, f"--port {port}: 127.0.0.1:{port} is already in use")
+        free = int(line.rsplit("--port ", 1)[1])
+        assert free != port
+        with socket.socket() as probe:  # the port it names can be listened on
+            probe.bind(("127.0.0.1", free))
+
+
+@pytest.mark.parametrize(("flags", "fragment"), [
+    (["--port", "70000"], "--port 70000: a TCP port is 1-65535"),
+    (["--port", "-1"], "--port -1: a TCP port is 1-65535"),
+    (["--host", "192.0.2.1"], "--host 192.0.2.1: not an address of this machine"),  # TEST-NET-1: never local
+], ids=["port_too_high", "port_negative", "foreign_address"])
+def test_an_address_it_cannot_listen_on_is_one_line_exit_2(spec: Path, flags: list[str], fragment: str) -> None:
+    _one_line_exit_2(cli("dashboard", str(spec), *flags, timeout=60), fragment)
