@@ -40,6 +40,9 @@ SLOW_SPEC = """
     """
 
 
+HANG = ("sleep: 0.2}}", "sleep: 0.2, hang_once: {out}/hang}}")  # the 2nd trial hangs after its first epoch, once: surely mid-trial
+
+
 def trials_of(tmp_path: Path, study: str) -> list[FrozenTrial]:
     db = tmp_path / "runs" / study / "study.db"
     if not db.exists():
@@ -63,13 +66,17 @@ def wait_for(what: Callable[[], Any], timeout: float, proc: subprocess.Popen | N
     return found
 
 
-def mid_trial(tmp_path: Path, study: str, done: int = 1) -> Callable[[], FrozenTrial | None]:
-    """A trial that has reported at least one epoch and is still running, once ``done`` trials finished."""
+def hung_trial(tmp_path: Path, study: str) -> Callable[[], FrozenTrial | None]:
+    """The trial that hangs after its first epoch (``hang_once``), once its process said who it is."""
+    marker = tmp_path / "runs" / "hang"
 
     def check() -> FrozenTrial | None:
-        trials = trials_of(tmp_path, study)
-        running = [t for t in trials if t.state == TrialState.RUNNING and t.intermediate_values]
-        return running[0] if running and sum(t.state in FINISHED for t in trials) >= done else None
+        pid = marker.read_text().strip() if marker.exists() else ""
+        if not pid:
+            return None
+        mine = [t for t in trials_of(tmp_path, study) if t.state == TrialState.RUNNING
+                and t.user_attrs.get("worker", "").endswith(f":{pid}") and t.intermediate_values]
+        return mine[0] if mine else None
 
     return check
 
@@ -89,9 +96,9 @@ def by_state(trials: list[FrozenTrial], *states: TrialState) -> list[FrozenTrial
 
 
 def test_kill_9_of_the_run_mid_trial_then_rerun_keeps_done_trials_and_retries_the_killed_config(write_spec, tmp_path):
-    spec = write_spec(SLOW_SPEC.replace("{trials}", "4"))
+    spec = write_spec(SLOW_SPEC.replace("{trials}", "4").replace(*HANG))
     proc = start_run(spec)
-    wait_for(mid_trial(tmp_path, "slow"), 60, proc)
+    wait_for(hung_trial(tmp_path, "slow"), 120, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = trials_of(tmp_path, "slow")
@@ -119,9 +126,9 @@ def test_kill_9_of_the_run_mid_trial_then_rerun_keeps_done_trials_and_retries_th
 
 def test_kill_9_of_one_worker_process_fails_its_trial_and_the_study_still_meets_its_budget(write_spec, tmp_path):
     # Unseeded: with one seed, two slots may sample the same configs, and a retry would be hard to tell apart.
-    spec = write_spec(SLOW_SPEC.replace("{trials}", "5").replace("{{name: random, seed: 0}}", "random"))
+    spec = write_spec(SLOW_SPEC.replace("{trials}", "5").replace("{{name: random, seed: 0}}", "random").replace(*HANG))
     proc = start_run(spec, "--workers", "2")
-    victim = wait_for(mid_trial(tmp_path, "slow"), 90, proc)
+    victim = wait_for(hung_trial(tmp_path, "slow"), 120, proc)
     os.kill(int(victim.user_attrs["worker"].rsplit(":", 1)[1]), signal.SIGKILL)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
@@ -130,8 +137,7 @@ def test_kill_9_of_one_worker_process_fails_its_trial_and_the_study_still_meets_
     assert again.returncode == 0 and "budget reached (5/5" in again.stdout
 
     trials = trials_of(tmp_path, "slow")
-    # The trial the process was running when the kill landed (under load, `victim` may just have finished).
-    (dead,) = [t for t in by_state(trials, TrialState.FAIL) if t.user_attrs.get("worker") == victim.user_attrs["worker"]]
+    dead = trials[victim.number]
     assert "killed by SIGKILL" in dead.user_attrs["reason"]
     assert len(by_state(trials, *FINISHED)) == 5
     assert not by_state(trials, TrialState.RUNNING)
@@ -143,9 +149,9 @@ def test_kill_9_of_one_worker_process_fails_its_trial_and_the_study_still_meets_
 
 
 def test_ctrl_c_marks_the_running_trial_interrupted_exits_130_and_says_how_to_resume(write_spec, tmp_path):
-    spec = write_spec(SLOW_SPEC.replace("{trials}", "3"))
+    spec = write_spec(SLOW_SPEC.replace("{trials}", "3").replace(*HANG))
     proc = start_run(spec)
-    wait_for(mid_trial(tmp_path, "slow"), 60, proc)
+    wait_for(hung_trial(tmp_path, "slow"), 120, proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
