@@ -321,6 +321,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hpsearch.devices import passive_waits
+
+    passive_waits()  # OMP_WAIT_POLICY=PASSIVE before any command imports torch, unless the user set it
     args = build_parser().parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     studies = args.command in ("run", "worker")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from glob import glob
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import UserError
 
@@ -14,6 +15,16 @@ if TYPE_CHECKING:
 
 FAKE_GPUS_ENV = "HPSEARCH_FAKE_GPUS"  # pretend this many GPUs exist (tests, dry runs on a laptop)
 THREADS_ENV = "HPSEARCH_THREADS"  # a slot's thread share, for a torch that was imported before OMP_NUM_THREADS applied
+# OpenMP threads that wait for work spin on their core (GNU OpenMP: up to 300,000 spins) unless told
+# to sleep. Beside two busy processes on 2 cores the quickstart took 4.8x its quiet time spinning,
+# 3.1x sleeping (bench/busy_machine.py). Libraries read it once, when they load: set it before torch.
+WAIT_POLICY = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def passive_waits(env: MutableMapping[str, str] = os.environ) -> None:
+    """OpenMP threads sleep while they wait, unless the user chose otherwise (OMP_WAIT_POLICY=ACTIVE)."""
+    for key, value in WAIT_POLICY.items():
+        env.setdefault(key, value)
 
 
 @dataclass(frozen=True)
@@ -86,6 +97,17 @@ def pick_gpus(indices: list[int], gpus: list[str]) -> list[str]:
 
 def threads_per_slot(r: Resources, cores: int, slots: int) -> int:
     return max(1, int(r.cpus_per_trial)) if r.cpus_per_trial else max(1, cores // slots)
+
+
+def threads_notice(fixed: dict[str, Any], slots: list[Slot], cores: int) -> str | None:
+    """One line when a spec's ``fixed.threads`` is more than the slots' share of the cores; the slots
+    lower it to their share (Spec.config_for), since more would only make them take turns."""
+    asked = fixed.get("threads")
+    if not slots or isinstance(asked, bool) or not isinstance(asked, int) or asked <= slots[0].threads:
+        return None
+    share = slots[0].threads
+    return (f"fixed.threads={asked} would oversubscribe {len(slots)} slot(s) on {cores} core(s): each trial runs "
+            f"{share} thread{'s' if share > 1 else ''} (resources.cpus_per_trial sets the share)")
 
 
 def slots_for(resources: Resources) -> list[Slot]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpsearch.devices import FAKE_GPUS_ENV, Slot
+from hpsearch.devices import FAKE_GPUS_ENV, THREADS_ENV, Slot, cpu_cores, passive_waits, threads_notice
 from hpsearch.errors import SpecError
 from hpsearch.liveness import WORKER, fail_trials_of, worker_name
 from hpsearch.progress import Progress
@@ -62,6 +62,7 @@ def spec_from_env(path: str) -> Spec:
     if errors or spec is None:
         raise SpecError([f"{path}: {e}" for e in errors])
     spec._path, spec._tree = path, tree
+    spec._threads_cap = int(os.environ[THREADS_ENV]) if os.environ.get(THREADS_ENV, "").isdigit() else None  # Slot.env
     return spec
 
 
@@ -100,6 +101,7 @@ class Pool:
     def start(self, slot: Slot, crashes_in_a_row: int = 0) -> None:
         env = {**os.environ, **slot.env(), SPEC_ENV: json.dumps(self.spec.model_dump(mode="json")), "PYTHONUNBUFFERED": "1"}
         env.pop(FAKE_GPUS_ENV, None)
+        passive_waits(env)
         if self.deadline is not None:
             env[DEADLINE_ENV] = repr(self.deadline)
         cmd = [*self.command, "--slot", str(slot.index), "--parent", str(os.getpid())]
@@ -158,6 +160,9 @@ def run_slots(spec: Spec, slots: list[Slot], command: list[str], quiet: bool = F
         return summary(study, spec, 0, None)
     for slot in slots:
         progress.print(f"  {slot.label()}")
+    notice = threads_notice(spec.fixed, slots, cpu_cores())
+    if notice:
+        progress.print(f"  {notice}")
     deadline = time.time() + spec.budget.timeout if spec.budget.timeout else None
     pool = Pool(spec, command + (["--quiet"] if quiet else []), deadline)
     seen = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}

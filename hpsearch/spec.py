@@ -123,6 +123,7 @@ class Spec(Section):
     # Filled by load_spec, not by the user.
     _path: str = PrivateAttr("")
     _tree: Space = PrivateAttr(default_factory=Space)
+    _threads_cap: int | None = PrivateAttr(None)  # a slot process's share of the cores (slots.spec_from_env)
 
     @property
     def path(self) -> str:
@@ -165,8 +166,13 @@ class Spec(Section):
         return Path(self.path).parent if self.path else Path.cwd()
 
     def config_for(self, sampled: dict[str, Any]) -> dict[str, Any]:
-        """The trial's config: fixed values, overridden by what was sampled."""
-        return {**self.fixed, **sampled}
+        """The trial's config: fixed values, overridden by what was sampled. A ``threads`` above a
+        slot's share of the cores is lowered to it: more would only make the slots take turns."""
+        config = {**self.fixed, **sampled}
+        threads, cap = config.get("threads"), self._threads_cap
+        if cap and isinstance(threads, int) and not isinstance(threads, bool) and threads > cap:
+            config["threads"] = cap
+        return config
 
 
 def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_objective: bool = True) -> Spec:

@@ -21,6 +21,7 @@ MACHINE_KEYS = {"nproc", "cpu", "torch", "optuna", "ray", "load_avg_1_5_15"}
 FIGURES = {
     "objective_vs_textbook": {"digits_mlp", "accuracy_within_1_point"},
     "orchestration": {"hpsearch_over_optuna", "hpsearch_ms_per_trial", "optuna_ms_per_trial", "cli_run_1_trial_s"},
+    "busy_machine": {"quiet_s", "busy_s", "slowdown", "busy_processes"},
     "parallel_slots": {"trials_per_hour_1_slot", "trials_per_hour_2_slots", "speedup"},
     "growth": {"growth_ratio"},
     "gpu": {"combinations", "fastest"},

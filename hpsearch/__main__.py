@@ -1,0 +1,7 @@
+"""``python -m hpsearch``: the same as the ``hpsearch`` command."""
+
+import sys
+
+from hpsearch.cli import main
+
+sys.exit(main())
