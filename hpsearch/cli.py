@@ -16,6 +16,7 @@ from hpsearch.errors import UserError
 from hpsearch.registry import BACKENDS
 
 RESUME_HINT = "run the same command again to resume"
+RESUME_ANYWAY_FLAG = "--resume-anyway"
 
 
 class Parser(argparse.ArgumentParser):
@@ -82,13 +83,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     import importlib
 
     spec = load(args)
+    resume_anyway(spec, args)
     summary = importlib.import_module(BACKENDS[spec.backend].module).run(spec, quiet=args.quiet)
     print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; best {summary.best}")
     print(f"storage {summary.storage}; TensorBoard: tensorboard --logdir {spec.study_dir}")
-    if summary.stopped_early:
-        print(f"stopped early: {summary.stopped_early}; fix the cause, then {RESUME_HINT} (or raise --max-failures)", file=sys.stderr)
-        return 1
-    return 0
+    return ending(summary)
+
+
+def resume_anyway(spec: Any, args: argparse.Namespace) -> None:
+    """--resume-anyway: the stored study takes this spec's definition (objective, metric, fixed values)."""
+    if args.resume_anyway:
+        from hpsearch.study import adopt_definition
+
+        changed = adopt_definition(spec)
+        if changed:
+            print(f"warning: {spec.study}: continuing with another definition ({RESUME_ANYWAY_FLAG}): {'; '.join(changed)}", file=sys.stderr)
+
+
+def ending(summary: Any) -> int:
+    """The last lines of run/worker: the latest failure and its traceback file; why it stopped early (exit 1)."""
+    if summary.last_failure:
+        print(f"last failure: {summary.last_failure}")
+    if not summary.stopped_early:
+        return 0
+    hint = "fix the objective or the spec's metric:, then" if summary.contract else "fix the cause, then"
+    more = "" if summary.contract else " (or raise --max-failures)"
+    print(f"stopped early: {summary.stopped_early}; {hint} {RESUME_HINT}{more}", file=sys.stderr)
+    return 1
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -203,6 +224,11 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 # -- scale-out (worker): commands --
 
 
+def add_resume_anyway(p: argparse.ArgumentParser) -> None:
+    p.add_argument(RESUME_ANYWAY_FLAG, dest="resume_anyway", action="store_true",
+                   help="continue the stored study although the spec changed its objective, metric or fixed: values")
+
+
 def gpu_list(text: str) -> str:
     """--gpus 0,2,3 -> the YAML list "[0, 2, 3]" for resources.gpus."""
     try:
@@ -219,6 +245,7 @@ def add_scale_args(p: argparse.ArgumentParser) -> None:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     spec = load(args)
+    resume_anyway(spec, args)
     if spec.backend != "optuna":
         raise UserError(f"{spec.path}: backend: {spec.backend}: `hpsearch worker` joins an Optuna study; a {spec.backend} "
                         f"study is scheduled by its own cluster: run `hpsearch run {spec.path}` (ray.address joins an existing cluster), "
@@ -228,10 +255,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     summary = run(spec, quiet=args.quiet, seed_salt=machine_salt())
     print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; "
           f"this worker ran {summary.ran}; best {summary.best}")
-    if summary.stopped_early:
-        print(f"stopped early: {summary.stopped_early}", file=sys.stderr)
-        return 1
-    return 0
+    return ending(summary)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -247,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_scale_args(p)
     p.add_argument("--address", help="ray backend: 'auto' or HOST:PORT of a running Ray cluster (default: start a local one)")
     p.add_argument("--quiet", action="store_true", help="plain lines, no per-epoch output")
+    add_resume_anyway(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("validate", help="check a spec; print the space and a few sampled configs")
@@ -314,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_scale_args(p)
     p.add_argument("--timeout", type=positive_float, help="seconds of wall time for this worker")
     p.add_argument("--quiet", action="store_true", help="plain lines, no per-epoch output")
+    add_resume_anyway(p)
     p.epilog = "every worker needs the same spec and a shared --storage, e.g. postgresql://user:pw@db-host/hpsearch"
     p.set_defaults(func=cmd_worker)
 

@@ -1,7 +1,8 @@
 """Study progress: a live status line on a terminal, plain lines elsewhere or with --quiet.
 
-The status line: trials done/total, running, pruned, failed, best so far, elapsed time.
-Per-epoch lines go above it (not with --quiet).
+The status line: trials done/total, running, pruned, failed, best so far, elapsed time; as a
+plain line after each trial off a terminal or with --quiet. Per-epoch lines go above it (not
+with --quiet).
 """
 
 from __future__ import annotations
@@ -78,5 +79,5 @@ class Progress:
     def trial(self, number: int, reason: str, value: str, params: dict[str, Any]) -> None:
         shown = ", ".join(f"{k}={fmt(v)}" for k, v in params.items())
         self.print(f"trial {number} {reason}: {value} [{shown}]")
-        if not self.quiet and self.live_display is None:
+        if self.live_display is None:  # --quiet drops epoch lines, not this one
             self.print(self.counts.line(self.study))

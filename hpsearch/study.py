@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import sys
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -11,10 +13,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import optuna
+from optuna.study import StudySummary
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.errors import UserError
 from hpsearch.registry import PRUNERS, SAMPLERS, sampler_name
+from hpsearch.space import Choice, parse_space
 from hpsearch.storage import (
     cannot_open,
     count_states,
@@ -24,6 +28,7 @@ from hpsearch.storage import (
     set_attrs,
     sqlite_path,
 )
+from hpsearch.trial import ERROR_FILE
 
 if TYPE_CHECKING:
     from hpsearch.progress import Progress
@@ -45,6 +50,8 @@ class Summary:
     ran: int  # trials started by this invocation
     best: str
     stopped_early: str | None = None  # why the study stopped before its budget, if it did
+    last_failure: str | None = None  # the latest failed trial: "trial 7 failed: ... (at f.py:3); traceback in ..."
+    contract: bool = False  # stopped because the objective broke its contract (a bug: no retry helps)
 
 
 def build_sampler(spec: Spec, offset: int = 0) -> optuna.samplers.BaseSampler:
@@ -60,12 +67,21 @@ def build_pruner(spec: Spec) -> optuna.pruners.BasePruner:
 def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.Study:
     """Create the study or load it (resume); warm starts are enqueued only on creation.
 
+    A study remembers what defines it (``definition``: objective, metrics, directions, the
+    ``fixed:`` values, the space). Resuming it with another objective, metric, direction or
+    fixed value raises UserError before anything is written (``adopt_definition`` is the
+    explicit way past it); a changed space is allowed with one warning line on stderr.
+
     ``seed_salt`` tells processes sharing one study apart: with the same seed they would all
     draw the same random start-up configs."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     storage = storage or open_storage(spec.storage_url)
     existing = {s.study_name: s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
-    offset = existing[spec.study].n_trials if spec.study in existing else 0
+    old = existing.get(spec.study)
+    new = definition(spec)
+    if old is not None:
+        refuse_changes(spec, old, new)
+    offset = old.n_trials if old is not None else 0
     study = optuna.create_study(
         storage=storage,
         sampler=build_sampler(spec, offset + seed_salt),
@@ -74,19 +90,128 @@ def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.St
         directions=spec.directions,
         load_if_exists=True,
     )
-    wanted = [optuna.study.StudyDirection[d.upper()] for d in spec.directions]
-    if list(study.directions) != wanted:
-        got = [d.name.lower() for d in study.directions]
-        raise UserError(f"{spec.path}: direction: the stored study {spec.study!r} has directions {got}, the spec says {spec.directions}")
-    if spec.study not in existing:
-        study.set_user_attr("metric_names", spec.metrics)
-        with warnings.catch_warnings():  # experimental in Optuna: its warning would reach the user's stderr
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(spec.metrics)  # optuna-dashboard labels objectives with these
-        study.set_user_attr("objective", spec.objective)
+    if old is None:
+        label(study, spec)
+        study.set_user_attr(DEFINITION, new)
         for config in spec.warm_start:
             study.enqueue_trial(spec.tree.params_from_config({**spec.fixed, **config}), user_attrs={"warm_start": True})
+    elif old.user_attrs.get(DEFINITION) != new:  # created before studies kept one, or the space changed (warned)
+        study.set_user_attr(DEFINITION, new)
     return study
+
+
+def label(study: optuna.Study, spec: Spec) -> None:
+    """The names readers show: metric names (also for optuna-dashboard) and the objective."""
+    study.set_user_attr("metric_names", spec.metrics)
+    with warnings.catch_warnings():  # experimental in Optuna: its warning would reach the user's stderr
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names(spec.metrics)
+    study.set_user_attr("objective", spec.objective)
+
+
+# ---------------------------------------------------------------------------- what defines a study
+
+DEFINITION = "definition"  # study user attribute: what a resume must match (see open_study)
+DEFINITION_HISTORY = "definition_history"  # earlier definitions that adopt_definition replaced
+RESUME_ANYWAY = "--resume-anyway"
+
+
+def definition(spec: Spec) -> dict[str, Any]:
+    """What makes two runs the same study. Budget, sampler, pruner, resources and paths may change."""
+    return _plain({"objective": spec.objective, "metric": spec.metrics, "direction": spec.directions,
+                   "fixed": spec.fixed, "space": spec.space})
+
+
+def _plain(value: Any) -> Any:
+    """JSON as the storage keeps it (tuples become lists, dates strings), so a stored copy compares equal."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    return "(unset)" if value is _UNSET else json.dumps(value, default=str)
+
+
+_UNSET = object()
+
+
+def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``key: old -> new`` for the objective, metrics, directions and each ``fixed:`` value that differ."""
+    changed = [f"{key}: {_shown(old.get(key))} -> {_shown(new[key])}" for key in ("objective", "metric", "direction")
+               if old.get(key) != new[key]]
+    before, after = old.get("fixed") or {}, new["fixed"]
+    for key in sorted(before.keys() | after.keys()):
+        a, b = before.get(key, _UNSET), after.get(key, _UNSET)
+        if a != b:
+            changed.append(f"fixed.{key}: {_shown(a)} -> {_shown(b)}")
+    return changed
+
+
+def space_changes(old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """'added a, b; removed c; changed lr' between two stored spaces, or None when they search the same."""
+    def params(raw: Any) -> dict[str, str]:
+        tree = parse_space(raw, "space", [])
+        return {path: _signature(p) for path, p in tree.parameters()}
+
+    if old.get("space") == new["space"]:
+        return None
+    before, after = params(old.get("space") or {}), params(new["space"])
+    parts = [f"{what} {', '.join(names)}" for what, names in (
+        ("added", sorted(after.keys() - before.keys())),
+        ("removed", sorted(before.keys() - after.keys())),
+        ("changed", sorted(k for k in before.keys() & after.keys() if before[k] != after[k])),
+    ) if names]
+    return "; ".join(parts) or None
+
+
+def _signature(param: Any) -> str:
+    """A parameter's distribution, without its sub-spaces (those are parameters of their own)."""
+    return repr(param.options) if isinstance(param, Choice) else repr(param)
+
+
+def refuse_changes(spec: Spec, old: StudySummary, new: dict[str, Any]) -> None:
+    """Raise UserError when the spec defines another study than the stored one; warn about a changed space."""
+    stored = [d.name.lower() for d in old.directions]
+    if stored != spec.directions:
+        raise UserError(f"{spec.path}: direction: the stored study {spec.study!r} has directions {stored}, the spec says "
+                        f"{spec.directions}; a study's directions cannot change: run this spec as another study with --study NEW")
+    before = old.user_attrs.get(DEFINITION)
+    if before is None:  # created before studies recorded their definition: this run records it
+        return
+    changed = differences(before, new)
+    if changed:
+        raise UserError(f"{spec.path}: study {spec.study!r} in {redact(spec.storage_url)} was run with another definition "
+                        f"({'; '.join(changed)}); run this spec as a new study with --study NEW, or continue this one "
+                        f"with {RESUME_ANYWAY} (its trials so far keep what they ran with)")
+    space = space_changes(before, new)
+    if space:
+        print(f"warning: {spec.path}: study {spec.study!r}: the space changed since its last run: {space}", file=sys.stderr, flush=True)
+
+
+def adopt_definition(spec: Spec) -> list[str]:
+    """``--resume-anyway``: make the spec's definition the stored study's, keeping the old one in
+    ``definition_history``; return what changed. Directions still cannot change (Optuna fixes them)."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    storage = open_storage(spec.storage_url)
+    existing = {s.study_name: s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
+    old = existing.get(spec.study)
+    if old is None:
+        return []
+    new = definition(spec)
+    before = old.user_attrs.get(DEFINITION)
+    changed = differences(before, new) if before is not None else []
+    study = optuna.load_study(study_name=spec.study, storage=storage)
+    stored = [d.name.lower() for d in study.directions]
+    if stored != spec.directions:
+        refuse_changes(spec, old, new)  # raises: the directions
+    if changed:
+        history = list(old.user_attrs.get(DEFINITION_HISTORY) or [])
+        history.append({**before, "replaced": datetime.now().isoformat(timespec="seconds")})
+        study.set_user_attr(DEFINITION_HISTORY, history)
+        study.set_user_attr(DEFINITION, {**new, "space": before.get("space", new["space"])})  # open_study warns about the space
+        label(study, spec)
+    return changed
 
 
 # ---------------------------------------------------------------------------- the claim lock
@@ -205,8 +330,31 @@ def best_text(study: optuna.Study, spec: Spec) -> str:
 def summary(study: optuna.Study, spec: Spec, ran: int, stopped_early: str | None) -> Summary:
     n = count_states(study)
     finished = sum(n.get(s, 0) for s in FINISHED)
+    last = last_failed(study) if n.get(TrialState.FAIL) else None
     return Summary(spec.study, redact(spec.storage_url), finished, n.get(TrialState.PRUNED, 0), n.get(TrialState.FAIL, 0),
-                   ran, best_text(study, spec), stopped_early)
+                   ran, best_text(study, spec), stopped_early, failure_text(last, spec) if last else None,
+                   bool(stopped_early and last is not None and last.user_attrs.get("contract_error")))
+
+
+def last_failed(study: optuna.Study) -> FrozenTrial | None:
+    return max(study.get_trials(deepcopy=False, states=(TrialState.FAIL,)), key=completed_at, default=None)
+
+
+def failure_text(trial: FrozenTrial, spec: Spec) -> str:
+    """A failed trial's reason, and where its traceback is when the objective raised."""
+    where = ""
+    if "traceback" in trial.user_attrs:
+        file = spec.study_dir / f"trial-{trial.number}" / ERROR_FILE
+        where = f"; traceback in {file}" if file.exists() else "; traceback in its user attribute 'traceback'"
+    return f"trial {trial.number} {reason(trial)}{where}"
+
+
+def contract_broken(trial: FrozenTrial) -> str | None:
+    """Why the study must stop at once: the trial failed because the objective and the spec disagree."""
+    if not trial.user_attrs.get("contract_error"):
+        return None
+    return (f"trial {trial.number} {trial.user_attrs.get('reason')}; the objective and the spec disagree on the metric, "
+            "so every trial would fail the same way")
 
 
 def record(study: optuna.Study, trial: optuna.Trial, outcome: Outcome, reporter: Reporter) -> None:
@@ -229,4 +377,7 @@ def failures_in_a_row(trials: list[FrozenTrial]) -> int:
 
 
 def reason(trial: FrozenTrial) -> Any:
-    return trial.user_attrs.get("reason", trial.state.name.lower())
+    """How the trial ended, as progress lines show it: a failure names where the user's code raised."""
+    text = trial.user_attrs.get("reason", trial.state.name.lower())
+    at = trial.user_attrs.get("error_at")
+    return f"{text} (at {at})" if at else text

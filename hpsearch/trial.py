@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import sys
+import sysconfig
 import time
+import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from hpsearch.objective import Objective
@@ -17,6 +22,9 @@ COMPLETE, PRUNED, FAILED = "completed", "pruned", "failed"
 # Config key: the smallest micro-batch an out-of-memory retry may try (default 1). The leading
 # underscore marks an engine setting that objectives ignore (the built-in one's validate() does).
 MIN_BATCH_KEY = "_min_batch_size"
+ERROR_FILE = "error.txt"  # the full traceback of a trial that raised, in its trial folder
+TRACEBACK_CHARS = 20_000  # the user attribute keeps the end (the innermost frames); the file keeps it all
+REASON_CHARS = 300  # a reason is one line in tables and progress; the whole text is in ERROR_FILE
 
 
 @dataclass
@@ -29,6 +37,9 @@ class Outcome:
     wall_s: float = 0.0
     config: dict[str, Any] | None = None  # the config of the last attempt (smaller micro-batch after out-of-memory)
     oom_retries: int = 0
+    traceback: str | None = None  # the objective raised: the full traceback
+    error_at: str | None = None  # the innermost frame of the user's code that raised (file:line)
+    contract: bool = False  # objective and spec disagree (no metric of the spec's): every trial would fail alike
 
     def attrs(self) -> dict[str, Any]:
         """What the storage keeps per trial besides params and intermediate values."""
@@ -42,7 +53,15 @@ class Outcome:
         }
         if self.oom_retries:
             attrs.update(oom_retries=self.oom_retries, config=self.config)
+        if self.traceback is not None:
+            attrs.update(traceback=self.traceback[-TRACEBACK_CHARS:], error_at=self.error_at)
+        if self.contract:
+            attrs["contract_error"] = True
         return attrs
+
+
+class ContractError(Exception):
+    """The objective does not report the spec's metric: a bug in the objective or the spec, not bad luck."""
 
 
 def run_trial(objective: Objective, config: dict[str, Any], reporter: Reporter, metric_names: list[str]) -> Outcome:
@@ -54,7 +73,20 @@ def run_trial(objective: Objective, config: dict[str, Any], reporter: Reporter, 
     KeyboardInterrupt is recorded as "interrupted" and re-raised so the study stops.
     """
     start = time.perf_counter()
-    config, retries = dict(config), 0
+    on_epoch = reporter.on_epoch
+    reporter.on_epoch = _first_report_checked(reporter, metric_names, on_epoch)
+    try:
+        outcome = _attempts(objective, dict(config), reporter, metric_names, start)
+    finally:
+        reporter.on_epoch = on_epoch
+    if outcome.traceback is not None and reporter.trial_dir is not None:
+        reporter.trial_dir.mkdir(parents=True, exist_ok=True)
+        (reporter.trial_dir / ERROR_FILE).write_text(outcome.traceback, encoding="utf-8")
+    return outcome
+
+
+def _attempts(objective: Objective, config: dict[str, Any], reporter: Reporter, metric_names: list[str], start: float) -> Outcome:
+    retries = 0
     while True:
         outcome = _attempt(objective, config, reporter, metric_names, start)
         if outcome is None:  # out of memory
@@ -79,11 +111,65 @@ def _attempt(objective: Objective, config: dict[str, Any], reporter: Reporter, m
     except KeyboardInterrupt:
         reporter.close()
         raise
+    except ContractError as exc:
+        return _contract(str(exc), reporter, start)
     except Exception as exc:  # noqa: BLE001 - a trial's crash is recorded, never fatal to the study
         if is_out_of_memory(exc) and _micro_batch(config) is not None:
             return None  # leaving the handler drops the traceback and the tensors its frames hold
-        return _end(FAILED, f"failed: {type(exc).__name__}: {exc}".strip(), reporter, start)
+        outcome = _end(FAILED, one_line(f"failed: {type(exc).__name__}: {exc}"), reporter, start)
+        outcome.traceback, outcome.error_at = traceback.format_exc(), user_frame(exc.__traceback__)
+        return outcome
     return _completed(result, reporter, metric_names, start)
+
+
+def _first_report_checked(reporter: Reporter, metric_names: list[str], then: Any) -> Any:
+    """An epoch hook that fails the trial at its first report when the report has none of the spec's
+    metrics (pruning and the curves need it); with several metrics, one of them is enough here
+    (the others may come only with the returned dict, which is checked for all)."""
+
+    def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
+        if len(reporter.history) == 1 and not any(m in metrics for m in metric_names):
+            raise ContractError(f"the first report (epoch {epoch}) has no {_names(metric_names)} (the spec's metric:); "
+                                f"it reported {sorted(metrics)}")
+        if then is not None:
+            then(epoch, metrics)
+
+    return on_epoch
+
+
+def _names(metric_names: list[str]) -> str:
+    return repr(metric_names[0]) if len(metric_names) == 1 else f"metric of {metric_names}"
+
+
+def _contract(text: str, reporter: Reporter, start: float) -> Outcome:
+    outcome = _end(FAILED, f"failed: {text}", reporter, start)
+    outcome.contract = True
+    return outcome
+
+
+def one_line(text: str, limit: int = REASON_CHARS) -> str:
+    """An error message as one line (tables, progress lines): whitespace runs become one space."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def user_frame(tb: TracebackType | None) -> str | None:
+    """``file:line`` of the innermost frame outside the Python library, installed packages and the
+    engine (hpsearch/*.py; hpsearch/train/ is training code and counts as the user's)."""
+    frames = traceback.extract_tb(tb)[1:]  # [0] is run_trial's own call of the objective
+    if not frames:
+        return None
+    library = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")})
+    engine = os.path.realpath(Path(__file__).parent) + os.sep
+
+    def users(filename: str) -> bool:
+        real = os.path.realpath(filename)
+        if filename.startswith("<") or real.startswith(library):
+            return False
+        return not (real.startswith(engine) and os.sep not in real[len(engine):])  # hpsearch/x.py, not hpsearch/train/x.py
+
+    frame = next((f for f in reversed(frames) if users(f.filename)), frames[-1])
+    return f"{os.path.abspath(frame.filename)}:{frame.lineno}"  # absolute: read back from any folder
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -135,11 +221,11 @@ def _reset(reporter: Reporter) -> None:
 
 def _completed(result: Any, reporter: Reporter, metric_names: list[str], start: float) -> Outcome:
     if not isinstance(result, dict):
-        return _end(FAILED, f"failed: objective returned {type(result).__name__}, expected a dict of metrics", reporter, start)
+        return _contract(f"objective returned {type(result).__name__}, expected a dict of metrics", reporter, start)
     metrics = {k: float(v) for k, v in result.items() if isinstance(v, (int, float))}
     missing = [m for m in metric_names if m not in metrics]
     if missing:
-        return _end(FAILED, f"failed: objective returned no {missing[0]!r} (it returned {sorted(result)})", reporter, start)
+        return _contract(f"objective returned no {missing[0]!r} (the spec's metric:); it returned {sorted(result)}", reporter, start)
     values = [metrics[m] for m in metric_names]
     if not all(map(math.isfinite, values)):
         return _end(PRUNED, f"diverged at epoch {reporter.epochs} (final metric not finite)", reporter, start, metrics)

@@ -130,3 +130,15 @@ def test_failing_and_diverging_trials_do_not_stop_the_study(write_spec, tmp_path
     diverged = next(t for t in study.trials if t.user_attrs.get("reason", "").startswith("diverged"))
     assert diverged.state == TrialState.PRUNED and diverged.user_attrs["epochs"] == 1
     assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.trials) == 8
+
+
+def test_quiet_drops_epoch_lines_and_keeps_a_status_line_after_each_trial(write_spec):
+    spec = write_spec(TOY_SPEC)
+    result = cli("run", str(spec), "--trials", "2", "--quiet")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert not [x for x in lines if " epoch " in x]
+    assert [x.split(" | ")[0] for x in lines if " done, " in x] == [
+        "toy: 1/2 done, 0 running, 0 pruned, 0 failed", "toy: 2/2 done, 0 running, 0 pruned, 0 failed"]
+    loud = cli("run", str(spec), "--trials", "3")
+    assert len([x for x in loud.stdout.splitlines() if x.startswith("  trial 2 epoch ")]) == 3  # fixed.epochs

@@ -60,6 +60,7 @@ from hpsearch.study import (
     ClaimLock,
     Summary,
     announce,
+    contract_broken,
     finished_count,
     open_study,
     reason,
@@ -173,6 +174,10 @@ def work(spec: Spec, quiet: bool = False, announce_lines: bool = True, deadline:
                     progress.trial(ended.number, reason(ended), trial_value_text(ended, spec), ended.params)
                 if steps is not None:
                     steps("trial", ended.number, time.perf_counter() - started)
+                broken = contract_broken(ended)
+                if broken is not None:  # a bug, not bad luck: the next trial would fail alike
+                    stopped_early = broken
+                    break
                 if limit is not None and failures_in_a_row >= limit:
                     stopped_early = f"{failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {ended.user_attrs.get('reason')}"
                     break
