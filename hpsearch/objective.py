@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -46,12 +47,11 @@ def import_module(name: str) -> Any:
 
 
 def import_file(path: str, base_dir: Path | None) -> Any:
-    candidates = [Path(path)] if Path(path).is_absolute() else [Path.cwd() / path]
-    if base_dir is not None and not Path(path).is_absolute():
-        candidates.append(base_dir / path)
-    found = next((c for c in candidates if c.is_file()), None)
-    if found is None:
-        raise ValueError(f"file not found: {path} (looked in {', '.join(str(c.parent) for c in candidates)})")
+    """A relative path is relative to ``base_dir`` (a spec's folder), else to the current folder."""
+    found = Path(path) if Path(path).is_absolute() else (base_dir or Path.cwd()) / path
+    if not found.is_file():
+        where = "; a relative path in a spec is relative to the spec's folder" if base_dir is not None and not Path(path).is_absolute() else ""
+        raise ValueError(f"file not found: {path} (looked for {os.path.normpath(found.absolute())}{where})")
     name = f"hpsearch_user_{abs(hash(str(found.resolve())))}"
     if name in sys.modules:
         return sys.modules[name]

@@ -18,6 +18,7 @@ import importlib.metadata
 import io
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -47,11 +48,12 @@ FULL_RUN = {BUILTIN: {"save_model": True, "evaluate_test": True}}
 
 
 def load_study(spec: Spec) -> optuna.Study:
-    """The spec's study, read-only in spirit; a one-line error when there is none yet."""
+    """The spec's study, opened read-only (a study file the user may not write still reads);
+    a one-line error when there is none yet."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    storage = open_storage(spec.storage_url, create=False)
+    storage = open_storage(spec.storage_url, read_only=True)
     names = optuna.get_all_study_names(storage)
     if spec.study not in names:
         found = ", ".join(names) or "none"
@@ -180,7 +182,7 @@ def trial_rows(study: optuna.Study, spec: Spec, sort: str = "number") -> tuple[l
     for t in trials:
         rec = trial_record(t, names)
         values = [rec["values"][m] if rec["values"] else None for m in names]
-        rows.append([t.number, rec["state"], rec["reason"], *values, *(rec["params"].get(p) for p in params),
+        rows.append([t.number, rec["state"], " ".join(str(rec["reason"]).split()), *values, *(rec["params"].get(p) for p in params),
                      rec["epochs"], rec["wall_s"], rec["samples_per_s"]])
     return header, rows
 
@@ -278,9 +280,7 @@ def portable_objective(entry: str, spec: Spec) -> str:
     module, _, fn = entry.rpartition(":")
     if not module.endswith(".py") or Path(module).is_absolute():
         return entry
-    candidates = [Path.cwd() / module, spec.base_dir / module]
-    found = next((c for c in candidates if c.is_file()), candidates[0])
-    return f"{found.resolve()}:{fn}"
+    return f"{(spec.base_dir / module).resolve()}:{fn}"
 
 
 def versions() -> dict[str, str]:
@@ -338,7 +338,7 @@ def export_doc(study: optuna.Study, spec: Spec, number: int | None = None, confi
         "objective": objective,
         "metric": names,
         "direction": directions(study),
-        "output": spec.output,
+        "output": str(spec.study_dir.parent),  # absolute here; write_export makes it relative to the file
         "config": config,
         "provenance": source,
     }
@@ -359,31 +359,46 @@ def check_config(doc: dict[str, Any], where: str, base_dir: Path | None = None) 
 
 
 def default_run_dir(doc: dict[str, Any]) -> Path:
-    """Where ``hpsearch train`` writes without -o: <output>/train/<study>-trial<N>/."""
+    """Where ``hpsearch train`` writes without -o: <output>/train/<study>-trial<N>/ (-promoted for
+    a promoted config, so training it after best.yaml of the same trial does not meet that run)."""
     src = doc.get("provenance") or {}
     name = f"{src['study']}-trial{src['trial']}" if "study" in src and "trial" in src else "run"
+    if "promotion" in src:
+        name += "-promoted"
     return Path(doc.get("output") or "runs") / "train" / name
+
+
+def shown(path: Path | str) -> str:
+    """A path as a user types it here: relative to the current folder when under it, else absolute."""
+    rel = os.path.relpath(os.path.abspath(path))
+    return os.path.abspath(path) if rel.startswith("..") else rel
 
 
 def header(doc: dict[str, Any], path: Path) -> str:
     src = doc.get("provenance") or {}
     values = src.get("values") or {}
-    shown = ", ".join(f"{m}={fmt(v)}" for m, v in values.items()) or src.get("reason") or ""
+    values_text = ", ".join(f"{m}={fmt(v)}" for m, v in values.items()) or src.get("reason") or ""
     run_dir = default_run_dir(doc)
+    builtin = bool(src.get("full_run"))  # the built-in objective checkpoints and saves weights; others may not
+    does = ("checkpoints each epoch\n# (run it again to resume), and writes metrics.json, TensorBoard logs and the weights.\n"
+            if builtin else "resumes from a checkpoint\n# when the objective saves one (reporter.save_checkpoint), and writes metrics.json and TensorBoard logs.\n")
     return (
-        f"# Training config exported by hpsearch: study {src.get('study')}, trial {src.get('trial')} ({shown}).\n"
-        f"# Run it:   hpsearch train {path}              # writes {run_dir}/\n"
+        f"# Training config exported by hpsearch: study {src.get('study')}, trial {src.get('trial')} ({values_text}).\n"
+        f"# Run it:   hpsearch train {path}              # writes {shown(run_dir)}/\n"
         f"#           hpsearch train {path} -o DIR --set epochs=50\n"
-        f"# train calls the objective below with `config`, never prunes, checkpoints each epoch\n"
-        f"# (run it again to resume), and writes metrics.json, TensorBoard logs and the weights.\n"
-        + (f"# Set for the full run: {', '.join(f'{k}: {fmt(v)}' for k, v in src['full_run'].items())}.\n" if src.get("full_run") else "")
+        f"# train calls the objective below with `config`, never prunes, {does}"
+        + (f"# Set for the full run: {', '.join(f'{k}: {fmt(v)}' for k, v in src['full_run'].items())}.\n" if builtin else "")
     )
 
 
 def write_export(doc: dict[str, Any], path: Path) -> Path:
+    """The file ``hpsearch train`` reads; a relative ``output:`` in it is relative to the file's folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    head = header(doc, path)
+    if doc.get("output") and os.path.isabs(doc["output"]):
+        doc = {**doc, "output": os.path.relpath(doc["output"], os.path.abspath(path.parent))}
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, allow_unicode=True)
-    path.write_text(header(doc, path) + body, encoding="utf-8")
+    path.write_text(head + body, encoding="utf-8")
     return path
 
 

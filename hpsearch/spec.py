@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -153,17 +154,26 @@ class Spec(Section):
     def directions(self) -> list[str]:
         return [self.direction] if isinstance(self.direction, str) else list(self.direction)
 
+    # Paths: a relative output:, sqlite:/// storage or objective file in the spec is relative to the
+    # spec's folder, so the spec finds its study from any folder; load_spec has made paths given
+    # as flags (--output, --storage, --set) absolute against the current folder.
     @property
     def study_dir(self) -> Path:
-        return Path(self.output) / self.study
+        return Path(os.path.normpath(self.base_dir / self.output)) / self.study
 
     @property
     def storage_url(self) -> str:
-        return self.storage or f"sqlite:///{self.study_dir / 'study.db'}"
+        if self.storage is None:
+            return f"sqlite:///{self.study_dir / 'study.db'}"
+        path = self.storage.removeprefix("sqlite:///") if self.storage.startswith("sqlite:///") else None
+        if path and not Path(path).is_absolute():
+            return f"sqlite:///{os.path.normpath(self.base_dir / path)}"
+        return self.storage
 
     @property
     def base_dir(self) -> Path:
-        return Path(self.path).parent if self.path else Path.cwd()
+        """The spec's folder (absolute): what its relative paths are relative to."""
+        return Path(os.path.abspath(self.path)).parent if self.path else Path.cwd()
 
     def config_for(self, sampled: dict[str, Any]) -> dict[str, Any]:
         """The trial's config: fixed values, overridden by what was sampled. A ``threads`` above a
@@ -180,6 +190,7 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), che
     where = str(path)
     raw = read_yaml(where)
     raw = apply_overrides(raw, overrides, where)
+    from_cwd(raw, {item.partition("=")[0].strip() for item in overrides})
     errors: list[str] = []
     raw.setdefault("study", Path(where).stem)
     spec = validate_schema(raw, errors)
@@ -203,10 +214,25 @@ MAX_DEPTH = 32  # nesting levels; a conditional space needs about 8
 MAX_VALUES = 100_000  # scalars and collections after aliases expand; a 64 KiB file holds fewer without aliases
 
 
+def from_cwd(raw: dict[str, Any], flagged: set[str]) -> None:
+    """Paths given as flags (--output, --storage, --set objective=...) are relative to the current
+    folder, not to the spec: make them absolute before the spec's own rule applies."""
+    if "output" in flagged and isinstance(raw.get("output"), str):
+        raw["output"] = os.path.abspath(raw["output"])
+    storage = raw.get("storage")
+    if "storage" in flagged and isinstance(storage, str) and storage.startswith("sqlite:///") and not storage.startswith("sqlite:////"):
+        raw["storage"] = "sqlite:///" + os.path.abspath(storage.removeprefix("sqlite:///"))
+    objective = raw.get("objective")
+    if "objective" in flagged and isinstance(objective, str):
+        module, sep, fn = objective.rpartition(":")
+        if sep and module.endswith(".py") and not os.path.isabs(module):
+            raw["objective"] = f"{os.path.abspath(module)}:{fn}"
+
+
 def read_yaml(where: str) -> dict[str, Any]:
     file = Path(where)
     if not file.is_file():
-        raise SpecError(f"{where}: no such file")
+        raise SpecError(f"{where}: no such file ({file.absolute()})")
     size = file.stat().st_size
     if size > MAX_BYTES:
         raise SpecError(f"{where}: the file is {size / 1024:,.0f} KiB; a spec is a few KiB of settings (limit {MAX_BYTES // 1024} KiB)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
@@ -50,7 +51,7 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> Stor
     """An Optuna RDBStorage; SQLite files use WAL and a long busy timeout so processes can share one.
 
     ``read_only``: a SQLite file the user may not write (best, trials, report): opened with
-    ``mode=ro``, no journal change, nothing created."""
+    ``mode=ro``, no journal change, no tables created (``read_only_url``)."""
     import sqlalchemy.exc
 
     path = sqlite_path(url)
@@ -60,7 +61,7 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> Stor
             raise UserError(f"storage: no study database at {path.resolve()} (has the study been run?)")
         if read_only:
             engine_kwargs = {"connect_args": {"timeout": 60, "uri": True}}
-            url = f"sqlite:///file:{path.resolve()}?mode=ro&uri=true"
+            url = read_only_url(path)
         else:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,6 +75,20 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> Stor
         return _create(engine_url(url), engine_kwargs, sqlite=path is not None, read_only=read_only)
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, ImportError, ValueError) as exc:
         raise cannot_open(url, exc) from None
+
+
+def read_only_url(path: Path) -> str:
+    """``mode=ro``; and ``immutable=1`` when that cannot read: a WAL file needs its -shm index,
+    which a reader creates when it may write the folder. A folder nobody lets us write, with no
+    -shm in it, has no writer at work (a writer would have made one), so reading the file as
+    immutable sees all of it."""
+    uri = f"file:{path.resolve()}?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=60)) as db:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        uri += "&immutable=1"
+    return f"sqlite:///{uri}&uri=true"
 
 
 def cannot_open(url: str, exc: BaseException) -> UserError:

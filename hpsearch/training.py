@@ -16,6 +16,7 @@ killed run started again continues from its last checkpoint. The run dir holds:
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,7 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> dic
     where = str(path)
     file = Path(path)
     if not file.is_file():
-        raise UserError(f"{where}: no such file")
+        raise UserError(f"{where}: no such file ({file.absolute()})")
     try:
         doc = yaml.safe_load(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -62,6 +63,8 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> dic
         raise UserError(f"{where}: config: expected a mapping of config keys, got {type(doc['config']).__name__}")
     doc["metric"] = [doc["metric"]] if isinstance(doc["metric"], str) else list(doc["metric"])
     doc["objective"] = anchored(str(doc["objective"]), file.resolve().parent)
+    if isinstance(doc.get("output"), str):  # relative to this file, as the objective is
+        doc["output"] = os.path.normpath(file.resolve().parent / doc["output"])
     doc["config"] = apply_config_overrides(doc["config"], overrides or [], where)
     if overrides:
         doc.setdefault("provenance", {})["train_overrides"] = list(overrides)

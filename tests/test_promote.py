@@ -75,3 +75,16 @@ def test_equal_means_go_to_the_lower_spread():
     steady, noisy = Candidate(None, {}, values=[0.7, 0.7]), Candidate(None, {}, values=[0.6, 0.8])  # type: ignore[arg-type]
     assert pick([noisy, steady], "maximize") is steady
     assert pick([noisy, steady], "minimize") is steady
+
+
+def test_the_promoted_config_trains_after_best_yaml_of_the_same_trial(lucky, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["export", str(lucky), "-o", "best.yaml", "--trial", "1"]) == 0
+    assert main(["train", "best.yaml", "--quiet"]) == 0
+    assert main(["promote", str(lucky), "--top", "2", "--seeds", "2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    promoted = tmp_path / "runs" / "lucky" / "promoted.yaml"
+    assert f"train it: hpsearch train {promoted}" in out
+    assert main(["train", str(promoted), "--quiet"]) == 0  # printed as the next step: it must work
+    runs = tmp_path / "runs" / "train"
+    assert (runs / "lucky-trial1" / "metrics.json").exists() and (runs / "lucky-trial1-promoted" / "metrics.json").exists()

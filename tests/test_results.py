@@ -150,3 +150,61 @@ def test_multi_objective_best_lists_the_pareto_front(write_spec, tmp_path, capsy
     assert "2 Pareto-optimal trials" in out
     code, _, err = run(capsys, "export", str(spec), "-o", str(tmp_path / "x.yaml"))
     assert code == 2 and "choose one with --trial N" in err
+
+
+def test_export_header_promises_checkpoints_only_for_the_builtin_objective(toy, tmp_path, capsys):
+    code, _, _ = run(capsys, "export", str(toy), "-o", str(tmp_path / "best.yaml"))
+    head = [line for line in (tmp_path / "best.yaml").read_text().splitlines() if line.startswith("#")]
+    assert code == 0 and "checkpoints each epoch" not in "\n".join(head) and "the weights" not in "\n".join(head)
+    assert "resumes from a checkpoint" in "\n".join(head) and "when the objective saves one (reporter.save_checkpoint)" in "\n".join(head)
+    from hpsearch.results import header
+
+    builtin = header({"provenance": {"study": "s", "trial": 0, "full_run": {"save_model": True}}, "output": "runs"}, Path("b.yaml"))
+    assert "checkpoints each epoch" in builtin and "the weights" in builtin
+
+
+def test_an_error_over_several_lines_keeps_the_trials_table_one_row_per_trial(write_spec, capsys):
+    shouts = Path(__file__).resolve().parent / "fixtures" / "mistakes.py"
+    spec = write_spec(TOY_SPEC.replace("{toy}:objective", f"{shouts}:shouts").replace("study: toy", "study: shouts"))
+    assert main(["run", str(spec), "--quiet", "--max-failures", "5"]) == 1  # every trial fails: 5 in a row stop it
+    capsys.readouterr()
+    code, out, _ = run(capsys, "trials", str(spec))
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "shouts: 5 trials" and len(lines) == 2 + 5
+    assert all("failed: ValueError: checkpoint is corrupt: expected 12 tensors found 11" in line for line in lines[2:])
+    code, out, _ = run(capsys, "trials", str(spec), "--csv")
+    assert len(out.splitlines()) == 1 + 5
+
+
+def test_best_and_trials_read_a_study_file_this_user_may_not_write(toy, tmp_path):
+    """A copy of the study in a folder and file without write permission; as root, CAP_DAC_OVERRIDE
+    (which ignores permissions) is dropped for the command, so root meets the permissions too."""
+    import os
+    import shutil
+    import sqlite3
+    import subprocess
+    import sys
+
+    src = tmp_path / "runs" / "toy" / "study.db"
+    ro = tmp_path / "ro"
+    (ro / "runs" / "toy").mkdir(parents=True)
+    with sqlite3.connect(src) as a, sqlite3.connect(ro / "runs" / "toy" / "study.db") as b:
+        a.backup(b)  # a closed WAL database: no -wal or -shm beside it, as a finished study leaves it
+    shutil.copy(toy, ro / "spec.yaml")
+    (ro / "spec.yaml").write_text(toy.read_text().replace(f"output: {tmp_path / 'runs'}", "output: runs"))
+    (ro / "runs" / "toy" / "study.db").chmod(0o444)
+    (ro / "runs" / "toy").chmod(0o555)
+    drop = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"] if os.geteuid() == 0 else []
+    try:
+        if drop and (shutil.which("setpriv") is None or subprocess.run([*drop, "true"], capture_output=True).returncode != 0):
+            pytest.skip("running as root without setpriv: cannot take away root's right to write")
+        probe = subprocess.run([*drop, "touch", str(ro / "runs" / "toy" / "probe")], capture_output=True)
+        assert probe.returncode != 0, "the folder must not be writable for the test to mean anything"
+        for command in (["best"], ["trials", "--csv"]):
+            done = subprocess.run([*drop, sys.executable, "-m", "hpsearch.cli", *command, str(ro / "spec.yaml")],
+                                  capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+            assert done.returncode == 0, done.stderr
+            assert "val_acc=0.75" in done.stdout or "0,COMPLETE,completed,0.75" in done.stdout
+        assert sorted(p.name for p in (ro / "runs" / "toy").iterdir()) == ["study.db"]  # nothing created
+    finally:
+        (ro / "runs" / "toy").chmod(0o755)
