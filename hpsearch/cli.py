@@ -70,10 +70,11 @@ def spec_overrides(args: argparse.Namespace) -> list[str]:
     return list(args.overrides) + extra
 
 
-def load(args: argparse.Namespace) -> Any:
+def load(args: argparse.Namespace, prepare: bool = False) -> Any:
+    """The spec, its objective checked; ``prepare``: a study starts (the objective's prepare hook runs)."""
     from hpsearch.spec import load_spec
 
-    return load_spec(args.spec, spec_overrides(args))
+    return load_spec(args.spec, spec_overrides(args), prepare=prepare)
 
 
 # ---------------------------------------------------------------------------- commands
@@ -82,7 +83,7 @@ def load(args: argparse.Namespace) -> Any:
 def cmd_run(args: argparse.Namespace) -> int:
     import importlib
 
-    spec = load(args)
+    spec = load(args, prepare=True)
     resume_anyway(spec, args)
     summary = importlib.import_module(BACKENDS[spec.backend].module).run(spec, quiet=args.quiet)
     print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; best {summary.best}")
@@ -244,7 +245,7 @@ def add_scale_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    spec = load(args)
+    spec = load(args, prepare=True)
     resume_anyway(spec, args)
     if spec.backend != "optuna":
         raise UserError(f"{spec.path}: backend: {spec.backend}: `hpsearch worker` joins an Optuna study; a {spec.backend} "

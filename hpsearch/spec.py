@@ -185,8 +185,12 @@ class Spec(Section):
         return config
 
 
-def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_objective: bool = True) -> Spec:
-    """Read, override (``key.path=value``), validate. Raises SpecError with every problem."""
+def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_objective: bool = True,
+              prepare: bool = False) -> Spec:
+    """Read, override (``key.path=value``), validate. Raises SpecError with every problem.
+
+    ``prepare``: also run the objective's ``prepare`` hook (a study is about to start: e.g. download
+    the dataset now, so that a failure is one line instead of a failed trial per config)."""
     where = str(path)
     raw = read_yaml(where)
     raw = apply_overrides(raw, overrides, where)
@@ -199,7 +203,7 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), che
         spec._path, spec._tree = where, tree
         check_consistency(spec, errors)
         if check_objective and not errors:
-            check_objective_entry(spec, errors)
+            check_objective_entry(spec, errors, prepare)
     if errors or spec is None:
         raise SpecError([f"{where}: {e}" for e in errors])
     return spec
@@ -434,18 +438,19 @@ def check_consistency(spec: Spec, errors: list[str]) -> None:
                 errors.append(f"warm_start[{i}]: missing a value for {exc.args[0]!r}")
 
 
-def check_objective_entry(spec: Spec, errors: list[str]) -> None:
+def check_objective_entry(spec: Spec, errors: list[str], prepare: bool = False) -> None:
     try:
         fn = load_objective(spec.objective, spec.base_dir)
     except ValueError as exc:
         errors.append(f"objective: {exc}")
         return
-    validate = getattr(fn, "validate", None)
-    if validate is None:
-        return
+    hooks = [(getattr(fn, "validate", None), "rejects the config"), (getattr(fn, "prepare", None) if prepare else None, "cannot start")]
     seen: set[str] = set()
-    for sampled in spec.tree.representative_configs():
-        for problem in validate(spec.config_for(sampled)) or []:
-            if problem not in seen:
-                seen.add(problem)
-                errors.append(f"objective {spec.objective} rejects the config: {problem}")
+    for hook, verdict in hooks:
+        if hook is None or errors:  # prepare (a download, say) only for configs that validate accepts
+            continue
+        for sampled in spec.tree.representative_configs():
+            for problem in hook(spec.config_for(sampled)) or []:
+                if problem not in seen:
+                    seen.add(problem)
+                    errors.append(f"objective {spec.objective} {verdict}: {problem}")

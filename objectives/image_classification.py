@@ -79,7 +79,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hpsearch.train.data import build_data
+from hpsearch.train.data import build_data, prepare_dataset
 from hpsearch.train.loop import amp_dtype, evaluate, grad_scaler, train_epoch
 from hpsearch.train.models import build_model, is_convnet
 from hpsearch.train.optim import build_optimizer
@@ -156,6 +156,7 @@ def train(config: dict, reporter) -> dict[str, float]:
 
 
 train.validate = validate
+train.prepare = prepare_dataset  # download: true fetches the data once, before a study starts
 
 
 def _setup(cfg: dict) -> torch.device:

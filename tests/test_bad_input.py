@@ -220,3 +220,23 @@ def test_an_empty_space_says_there_is_nothing_to_search_and_writes_nothing(workd
     line = assert_one_line(result.returncode, result.stderr, "nothing to search", workdir)
     assert "hpsearch train" in line
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("dataset,attribute", [("cifar10", "url"), ("mnist", "mirrors")])
+def test_a_download_that_fails_is_one_line_before_the_study_starts(dataset: str, attribute: str, workdir, capsys, monkeypatch):
+    """No network (here: a closed port instead of the dataset's host): one line naming the dataset,
+    where the files go and how to turn the download off; no trial runs, no data/ folder is left."""
+    from torchvision import datasets
+
+    unreachable = f"http://127.0.0.1:{free_port()}/"
+    tv = datasets.CIFAR10 if dataset == "cifar10" else datasets.MNIST
+    monkeypatch.setattr(tv, attribute, unreachable + "cifar-10-python.tar.gz" if attribute == "url" else [unreachable])
+    (workdir / "offline.yaml").write_text(
+        f"study: offline\nfixed: {{dataset: {dataset}, data_root: data, download: true, model: resnet8, epochs: 1}}\n"
+        "space:\n  lr: {float: [1.0e-4, 1.0], log: true}\n"
+    )
+    code, _, err = run_main(["run", "offline.yaml"], capsys)
+    line = assert_one_line(code, err, f"{dataset}: fixed.download is true but the download failed (", workdir)
+    assert str(workdir / "data") in line  # where the files go
+    assert "set fixed.download: false" in line
+    assert not (workdir / "data").exists()  # the failed download left nothing behind

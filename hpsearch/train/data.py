@@ -19,6 +19,8 @@ import itertools
 import math
 import multiprocessing
 import pickle
+import shutil
+import socket
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -68,6 +70,7 @@ class DatasetInfo:
     missing: Callable[[dict], str | None]  # cheap file check; message or None
     crop_padding: int  # default aug_crop_padding, pixels
     hflip: bool  # default aug_hflip
+    fetch: Callable[[dict], str | None] | None = None  # download: true, before a study starts; message or None
 
 
 # ---------------------------------------------------------------------------- splits
@@ -133,6 +136,36 @@ def _where(path: Path) -> str:
     return str(path) if path.is_absolute() else f"{path} (absolute: {path.resolve()})"
 
 
+_FETCHED: dict[tuple[str, ...], str | None] = {}  # fetch_once's outcomes in this process
+DOWNLOAD_TIMEOUT_S = 30  # per socket operation: a host that stopped answering, not a slow download
+
+
+def fetch_once(download: Callable[[], None], creates: list[Path]) -> str | None:
+    """Run ``download`` once per process (per ``creates``); on failure remove what it created (the
+    paths in ``creates`` and missing parents of the first) and return the error (``URLError: ...``)."""
+    key = tuple(str(p.resolve()) for p in creates)
+    if key not in _FETCHED:
+        top = creates[0]
+        while not top.parent.exists():
+            top = top.parent  # makedirs creates the missing parents too
+        new = [p for p in [top, *creates] if not p.exists()]
+        before = socket.getdefaulttimeout()
+        socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)
+        try:
+            download()
+            _FETCHED[key] = None
+        except Exception as exc:  # noqa: BLE001 - URLError, a checksum RuntimeError, OSError: all end in the same line
+            _FETCHED[key] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+            for path in new:
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+        finally:
+            socket.setdefaulttimeout(before)
+    return _FETCHED[key]
+
+
 def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's 1797 8×8 digits, values 0..16; read from its csv to skip a 2 s import."""
     spec = importlib.util.find_spec("sklearn")
@@ -169,11 +202,15 @@ class _Cifar:
     std: tuple[float, float, float]
     torchvision_class: str  # supplies url and md5 for download
 
+    def absent(self, config: dict) -> list[str]:
+        base = _root(config) / self.folder
+        return [f for f in (*self.train_files, self.test_file) if not (base / f).is_file()]
+
     def missing(self, config: dict) -> str | None:
         if config.get("download"):
             return None
         base = _root(config) / self.folder
-        absent = [f for f in (*self.train_files, self.test_file) if not (base / f).is_file()]
+        absent = self.absent(config)
         if not absent:
             return None
         return (
@@ -181,14 +218,34 @@ class _Cifar:
             f"set fixed.download: true to download it, or place the extracted archive there"
         )
 
+    def fetch(self, config: dict) -> str | None:
+        if not self.absent(config):
+            return None
+        root = _root(config)
+        failed = fetch_once(lambda: self.download(root), [root, root / self.archive()])
+        if failed is None:
+            return None
+        return (
+            f"{config.get('dataset')}: fixed.download is true but the download failed ({failed}); without the network, "
+            f"put the extracted {self.folder}/ under {_where(root)} and set fixed.download: false"
+        )
+
+    def archive(self) -> str:
+        from torchvision import datasets
+
+        return getattr(datasets, self.torchvision_class).filename
+
+    def download(self, root: Path) -> None:
+        from torchvision import datasets
+        from torchvision.datasets.utils import download_and_extract_archive
+
+        tv = getattr(datasets, self.torchvision_class)
+        download_and_extract_archive(tv.url, str(root), filename=tv.filename, md5=tv.tgz_md5)
+
     def load(self, config: dict) -> Splits:
         root = _root(config)
-        if config.get("download") and self.missing({**config, "download": False}):
-            from torchvision import datasets
-            from torchvision.datasets.utils import download_and_extract_archive
-
-            tv = getattr(datasets, self.torchvision_class)
-            download_and_extract_archive(tv.url, str(root), filename=tv.filename, md5=tv.tgz_md5)
+        if config.get("download") and self.absent(config):
+            self.download(root)
         train = _read_cifar([root / self.folder / f for f in self.train_files])
         test = _read_cifar([root / self.folder / self.test_file])
         return Splits(train, test, self.num_classes, (3, 32, 32), self.mean, self.std)
@@ -274,12 +331,28 @@ class _Mnist:
             f"looked in {tried}; set fixed.download: true to download it{debian}, or place the idx files in one of them"
         )
 
+    def fetch(self, config: dict) -> str | None:
+        if self.files(config):
+            return None
+        root = _root(config)
+        failed = fetch_once(lambda: self.download(root), [root, root / self.torchvision_class])
+        if failed is None:
+            return None
+        debian = f", install Debian's {self.debian_package}" if self.debian_package else ""
+        return (
+            f"{config.get('dataset')}: fixed.download is true but the download failed ({failed}); without the network, "
+            f"put the four idx files in {_where(root / self.folder)}{debian} and set fixed.download: false"
+        )
+
+    def download(self, root: Path) -> None:
+        from torchvision import datasets
+
+        getattr(datasets, self.torchvision_class)(str(root), download=True)  # into <class>/raw
+
     def load(self, config: dict) -> Splits:
         files = self.files(config)
         if files is None and config.get("download"):
-            from torchvision import datasets
-
-            getattr(datasets, self.torchvision_class)(str(_root(config)), download=True)  # into <class>/raw
+            self.download(_root(config))
             files = self.files(config)
         if files is None:
             raise FileNotFoundError(self.missing({**config, "download": False}))
@@ -338,10 +411,10 @@ def _load_synthetic(config: dict) -> Splits:
 
 DATASETS: dict[str, DatasetInfo] = {
     "digits": DatasetInfo(_load_digits, _no_files_needed, crop_padding=0, hflip=False),
-    "cifar10": DatasetInfo(CIFAR10.load, CIFAR10.missing, crop_padding=4, hflip=True),
-    "cifar100": DatasetInfo(CIFAR100.load, CIFAR100.missing, crop_padding=4, hflip=True),
-    "mnist": DatasetInfo(MNIST.load, MNIST.missing, crop_padding=0, hflip=False),
-    "fashion_mnist": DatasetInfo(FASHION_MNIST.load, FASHION_MNIST.missing, crop_padding=0, hflip=False),
+    "cifar10": DatasetInfo(CIFAR10.load, CIFAR10.missing, crop_padding=4, hflip=True, fetch=CIFAR10.fetch),
+    "cifar100": DatasetInfo(CIFAR100.load, CIFAR100.missing, crop_padding=4, hflip=True, fetch=CIFAR100.fetch),
+    "mnist": DatasetInfo(MNIST.load, MNIST.missing, crop_padding=0, hflip=False, fetch=MNIST.fetch),
+    "fashion_mnist": DatasetInfo(FASHION_MNIST.load, FASHION_MNIST.missing, crop_padding=0, hflip=False, fetch=FASHION_MNIST.fetch),
     "imagefolder": DatasetInfo(_load_imagefolder, _imagefolder_missing, crop_padding=0, hflip=True),
     "synthetic": DatasetInfo(_load_synthetic, _no_files_needed, crop_padding=0, hflip=False),
 }
@@ -353,6 +426,18 @@ def dataset_problems(config: dict) -> list[str]:
     if not (isinstance(name, str) and name in DATASETS):
         return [unknown_name("dataset", name, DATASETS)]
     problem = DATASETS[name].missing(config)
+    return [problem] if problem else []
+
+
+def prepare_dataset(config: dict) -> list[str]:
+    """The objective's ``prepare`` hook: with ``download: true``, download missing files now, before
+    a study starts (fetch_once), so a machine without the network gets one line, not a failed trial
+    per config."""
+    name = config.get("dataset", "digits")
+    info = DATASETS.get(name) if isinstance(name, str) else None
+    if info is None or info.fetch is None or not config.get("download"):
+        return []
+    problem = info.fetch(config)
     return [problem] if problem else []
 
 
