@@ -103,6 +103,27 @@ def _slots(r: dict[str, Any]) -> str:
     return text
 
 
+def _busy_machine(r: dict[str, Any]) -> str:
+    f = r["figures"]
+    loads = [row[-1] for row in r["table"]["rows"] if isinstance(row[-1], (int, float))]
+    text = (
+        "hpsearch applies two settings to every process it starts: OMP_WAIT_POLICY=PASSIVE (unless the user set it), so "
+        "that an OpenMP thread waiting at a barrier sleeps instead of spinning on a core the other jobs need, and no more "
+        "torch threads per trial than the slot's share of the cores (os.sched_getaffinity; a spec's `fixed.threads` above "
+        "it is lowered, with a notice). On an otherwise idle machine, as many busy processes as cores leave the search "
+        "about half the CPU, so 2x is the floor there; the issue that asked for this measured 4.8x with spinning threads "
+        "and 3.1x with PASSIVE (the quickstart already ran 2 threads on 2 cores, so the thread cap does not change this case). "
+    )
+    if loads and min(loads) > f["cores"]:
+        text += (
+            f"**Limit:** during these runs other jobs kept the load average at {min(loads):.1f}-{max(loads):.1f} on "
+            f"{f['cores']} cores, so the quiet runs were not quiet and the two busy loops took a smaller share than they "
+            f"would on an idle machine: {f['slowdown']:.2f}x is below that floor, and on an idle machine the ratio is "
+            "likely nearer the issue's 3.1x, at the goal's edge."
+        )
+    return text
+
+
 def _growth(r: dict[str, Any]) -> str:
     f = r["figures"]
     windows = [v for k, v in f.items() if k.startswith("at_")]
@@ -121,6 +142,7 @@ def _growth(r: dict[str, Any]) -> str:
 ANALYSIS: dict[str, Any] = {
     "objective_vs_textbook": _textbook,
     "orchestration": _orchestration,
+    "busy_machine": _busy_machine,
     "parallel_slots": _slots,
     "growth": _growth,
 }

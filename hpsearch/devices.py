@@ -17,7 +17,8 @@ FAKE_GPUS_ENV = "HPSEARCH_FAKE_GPUS"  # pretend this many GPUs exist (tests, dry
 THREADS_ENV = "HPSEARCH_THREADS"  # a slot's thread share, for a torch that was imported before OMP_NUM_THREADS applied
 # OpenMP threads that wait for work spin on their core (GNU OpenMP: up to 300,000 spins) unless told
 # to sleep. Beside two busy processes on 2 cores the quickstart took 4.8x its quiet time spinning,
-# 3.1x sleeping (bench/busy_machine.py). Libraries read it once, when they load: set it before torch.
+# 3.1x sleeping (measured for the issue; bench/busy_machine.py reruns it). libgomp reads it once,
+# when torch loads it: set it before torch is imported.
 WAIT_POLICY = {"OMP_WAIT_POLICY": "PASSIVE"}
 
 

@@ -13,8 +13,8 @@ from optuna.trial import TrialState
 
 from hpsearch.cli import main
 from hpsearch.errors import UserError
-from hpsearch.spec import Resources
-from hpsearch.devices import cpu_cores, plan_slots
+from hpsearch.spec import Resources, Spec
+from hpsearch.devices import cpu_cores, plan_slots, threads_notice
 from tests.conftest import ROOT, cli
 
 RECORD = ROOT / "tests" / "fixtures" / "record.py"
@@ -80,6 +80,18 @@ def test_impossible_plans_are_user_errors_naming_the_numbers():
         plan_slots(Resources(workers=8), GPUS4, cores=4)
     with pytest.raises(UserError, match=r"no GPU 5 on this machine \(4 visible"):
         plan_slots(Resources(gpus=[5]), GPUS4, cores=4)
+
+
+def test_fixed_threads_above_the_slot_share_is_lowered_in_each_trial_config_and_noticed_once():
+    slots = plan_slots(Resources(workers=2), [], cores=2)
+    assert threads_notice({"threads": 2}, slots, cores=2) == (
+        "fixed.threads=2 would oversubscribe 2 slot(s) on 2 core(s): each trial runs 1 thread (resources.cpus_per_trial sets the share)")
+    assert threads_notice({"threads": 1}, slots, cores=2) is None
+    assert threads_notice({}, slots, cores=2) is None
+    spec = Spec(study="s", fixed={"threads": 4, "epochs": 1})
+    spec._threads_cap = slots[0].threads  # what a slot process sets from its HPSEARCH_THREADS
+    assert spec.config_for({"lr": 0.1}) == {"threads": 1, "epochs": 1, "lr": 0.1}
+    assert spec.fixed["threads"] == 4  # the study's definition keeps what the spec says
 
 
 def test_run_with_too_many_workers_exits_2_in_one_line(tmp_path, monkeypatch, capsys):
