@@ -109,7 +109,7 @@ def wall_s(trial: FrozenTrial) -> float | None:
 
 def trial_record(trial: FrozenTrial, names: list[str]) -> dict[str, Any]:
     """What ``best --json`` and ``trials --json`` print per trial."""
-    values = dict(zip(names, trial.values)) if trial.values is not None else None
+    values = dict(zip(names, trial.values, strict=False)) if trial.values is not None else None
     last = max(trial.intermediate_values.items()) if trial.intermediate_values else None
     attrs = trial.user_attrs
     return {
@@ -147,7 +147,7 @@ def best_text(study: optuna.Study, spec: Spec) -> str:
     names = doc["metrics"]
     lines = []
     if doc["pareto"]:
-        goals = ", ".join(f"{m} {d}" for m, d in zip(names, doc["directions"]))
+        goals = ", ".join(f"{m} {d}" for m, d in zip(names, doc["directions"], strict=False))
         lines.append(f"{doc['study']}: {len(doc['best'])} Pareto-optimal trials ({goals})")
     for rec in doc["best"]:
         shown = ", ".join(f"{m}={fmt(v)}" for m, v in rec["values"].items())
@@ -207,7 +207,7 @@ def plain_table(header: list[str], rows: list[list[Any]]) -> str:
     numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in rows) for i in range(len(header))]
     lines = []
     for r in cells:
-        parts = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(r, widths, numeric)]
+        parts = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(r, widths, numeric, strict=False)]
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
 
