@@ -95,7 +95,7 @@ def describe_spec(spec: Spec, configs: list[dict[str, Any]] | int = SHOWN, check
     from hpsearch.registry import sampler_name
 
     budget = f"{spec.budget.trials} trials" + (f", timeout {spec.budget.timeout:g}s" if spec.budget.timeout else "")
-    metrics = ", ".join(f"{m} ({d})" for m, d in zip(spec.metrics, spec.directions))
+    metrics = ", ".join(f"{m} ({d})" for m, d in zip(spec.metrics, spec.directions, strict=True))
     if isinstance(configs, int):
         configs = sample_configs(spec, configs)
     verdict = "valid"

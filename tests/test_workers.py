@@ -12,9 +12,9 @@ import pytest
 from optuna.trial import TrialState
 
 from hpsearch.cli import main
+from hpsearch.devices import cpu_cores, plan_slots, threads_notice
 from hpsearch.errors import UserError
 from hpsearch.spec import Resources, Spec
-from hpsearch.devices import cpu_cores, plan_slots, threads_notice
 from tests.conftest import ROOT, cli
 
 RECORD = ROOT / "tests" / "fixtures" / "record.py"
