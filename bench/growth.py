@@ -3,7 +3,7 @@
 One study of `--trials` trivial trials (tests/fixtures/toy.py, 3 epochs, TPE + median
 pruner, default SQLite storage) runs in-process; the trial loop's step hook
 (`work(steps=...)`) splits each trial's wall time into: claim (lock, liveness check, count,
-study.ask, identity and first beat), sampler (Optuna TPE, through Space.suggest), pruner
+study.ask), sampler (Optuna TPE through Space.suggest, then the config, identity and first beat in one commit), pruner
 (trial.report + should_prune), reporter (TensorBoard events, history), trial attributes,
 tell, progress (counts and best so far, read from storage) and the rest. A hand-written Optuna
 script on the same space, sampler and pruner runs the same number of trials for comparison,
@@ -47,8 +47,8 @@ class Clock:
     def split(self, number: int) -> dict[str, float]:
         r = self.raw[number]
         parts = {
-            "claim": r["claim"],  # file lock, liveness check when trials run, count, study.ask, identity and first beat
-            "sampler": r["suggest"],  # Optuna TPE through Space.suggest, and the config attribute
+            "claim": r["claim"],  # file lock, liveness check when trials run, count, study.ask
+            "sampler": r["suggest"],  # Optuna TPE through Space.suggest, then config + identity + first beat in one commit
             "pruner": r["prune"],  # trial.report + should_prune
             "reporter": r["objective"] - r["prune"],  # TensorBoard events and history (the toy objective takes microseconds)
             "trial_attrs": r["record"],  # the outcome's attributes, one commit, and the HParams summary

@@ -134,7 +134,7 @@ def _growth(r: dict[str, Any]) -> str:
         f"{sum(last[c] for c in own):.0f} ms at the last: they do not grow with the study (the storage cache keeps "
         "finished trials in memory; each step reads only what changed). What grows is Optuna's TPE sampler, "
         f"{first['sampler']:.0f} -> {last['sampler']:.0f} ms, which models every finished trial. Largest fixed items: "
-        f"claim {last['claim']:.0f} ms (lock, count, ask, identity and first beat in one commit), "
+        f"claim {last['claim']:.0f} ms (lock, count, ask), "
         f"tell {last['tell']:.0f} ms, progress {last['progress']:.0f} ms (counts by state and the best trial, two queries)."
     )
 

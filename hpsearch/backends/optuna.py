@@ -54,7 +54,7 @@ from hpsearch.slots import (
     watch_parent,
 )
 from hpsearch.spec import Spec
-from hpsearch.storage import count_states, frozen, open_storage
+from hpsearch.storage import count_states, end_trial, frozen, open_storage
 from hpsearch.study import (
     CLAIMED,
     ClaimLock,
@@ -121,9 +121,7 @@ def claim(study: optuna.Study, budget: int, lock: ClaimLock, observer: Observer)
             n = count_states(study)
         if sum(n.get(s, 0) for s in CLAIMED) >= budget:
             return None
-        trial = study.ask()
-        stamp(study, trial)
-    return trial
+        return study.ask()  # stamped with this process's identity once sampled (trial_function): one commit, not two
 
 
 def work(spec: Spec, quiet: bool = False, announce_lines: bool = True, deadline: float | None = None,
@@ -151,6 +149,7 @@ def work(spec: Spec, quiet: bool = False, announce_lines: bool = True, deadline:
     fn = trial_function(spec, objective, progress, steps)
     ran, failures_in_a_row, stopped_early = 0, 0, None
     limit = spec.budget.max_failures
+    trial: optuna.Trial | None = None
     with progress:
         try:
             while not stop.is_set() and (deadline is None or time.time() < deadline):
@@ -181,7 +180,9 @@ def work(spec: Spec, quiet: bool = False, announce_lines: bool = True, deadline:
                 if limit is not None and failures_in_a_row >= limit:
                     stopped_early = f"{failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {ended.user_attrs.get('reason')}"
                     break
-        except KeyboardInterrupt:  # also a claim cut short between ask() and the objective
+        except KeyboardInterrupt:  # also a claim cut short between ask() and the objective, before its stamp
+            if trial is not None:
+                end_trial(study, trial, TrialState.FAIL, "interrupted")
             fail_trials_of(study, worker_name(), "interrupted", retry_them=False)
             raise
     return summary(study, spec, ran, stopped_early)
@@ -240,7 +241,7 @@ def trial_function(spec: Spec, objective: Any, progress: Progress, steps: StepHo
     def fn(trial: optuna.Trial) -> float | list[float]:
         with timed(steps, "suggest", trial.number):
             config = spec.config_for(spec.tree.suggest(trial))
-            trial.set_user_attr("config", config)
+            stamp(trial.study, trial, {"config": config})
         reporter = Reporter(
             trial_dir=spec.study_dir / f"trial-{trial.number}",
             prune_hook=prune_hook(trial, spec, steps),
