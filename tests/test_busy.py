@@ -75,6 +75,14 @@ def test_fixed_threads_above_a_slots_share_is_capped_with_one_notice(tmp_path: P
     assert {r["omp_threads"] for r in runs} == {str(share)}
 
 
+def test_fixed_threads_above_this_machines_cores_is_capped_in_process_too(tmp_path: Path):
+    spec, record = study(tmp_path, threads=cpu_cores() + 2)
+    result = cli("run", "busy.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert f"fixed.threads={cpu_cores() + 2} would oversubscribe 1 slot(s) on {cpu_cores()} core(s)" in result.stdout
+    assert {r["threads"] for r in records(record)} == {cpu_cores()}
+
+
 def test_fixed_threads_within_the_share_is_left_alone(tmp_path: Path):
     spec, record = study(tmp_path, threads=1)
     result = cli("run", "busy.yaml", "--workers", "2", cwd=tmp_path)

@@ -32,7 +32,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpsearch.devices import THREADS_ENV, in_process, slots_for
+from hpsearch.devices import THREADS_ENV, cpu_cores, in_process, slots_for, threads_notice
 from hpsearch.liveness import (
     Heartbeat,
     Observer,
@@ -100,6 +100,10 @@ def run(spec: Spec, quiet: bool = False, seed_salt: int = 0) -> Summary:
     intervals()  # a bad HPSEARCH_HEARTBEAT_S / HPSEARCH_GRACE_S is one line before anything is written
     slots = slots_for(spec.resources)
     if in_process(slots, spec.resources):
+        spec._threads_cap = slots[0].threads  # a fixed.threads above this process's cores is lowered, as in a slot
+        notice = threads_notice(spec.fixed, slots, cpu_cores())
+        if notice:
+            print(notice, flush=True)
         deadline = time.time() + spec.budget.timeout if spec.budget.timeout else None
         return work(spec, quiet=quiet, deadline=deadline, seed_salt=seed_salt)
     return run_slots(spec, slots, [sys.executable, "-m", "hpsearch.backends.optuna", "--path", spec.path], quiet)
