@@ -87,7 +87,7 @@ def free_port(host: str, family: int, near: int) -> int:
                 sock.bind((host, port))
             except OSError:
                 continue
-            return sock.getsockname()[1]
+            return int(sock.getsockname()[1])  # (host, port[, flow, scope]): its type depends on the family
     raise UserError(f"--port {near}: in use, and no free port found on {host}")
 
 

@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 Objective = Callable[[dict[str, Any], Any], dict[str, float]]
@@ -30,10 +31,11 @@ def load_objective(entry: str, base_dir: Path | None = None) -> Objective:
         raise ValueError(f"{module_part} has no function {func_name!r}")
     if not callable(fn):
         raise ValueError(f"{module_part}:{func_name} is not callable")
-    return fn
+    objective: Objective = fn  # the user's function: its parameters and return value are checked when it runs
+    return objective
 
 
-def import_module(name: str) -> Any:
+def import_module(name: str) -> ModuleType:
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     try:
@@ -46,7 +48,7 @@ def import_module(name: str) -> Any:
         raise ValueError(f"importing {name!r} failed: {type(exc).__name__}: {exc}") from None
 
 
-def import_file(path: str, base_dir: Path | None) -> Any:
+def import_file(path: str, base_dir: Path | None) -> ModuleType:
     """A relative path is relative to ``base_dir`` (a spec's folder), else to the current folder."""
     found = Path(path) if Path(path).is_absolute() else (base_dir or Path.cwd()) / path
     if not found.is_file():

@@ -8,24 +8,30 @@ Builders import Optuna or Ray when called, so reading the names costs nothing.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 if TYPE_CHECKING:
+    from optuna.pruners import BasePruner
+    from optuna.samplers import BaseSampler
+    from ray.tune.schedulers import TrialScheduler
+
     from hpsearch.spec import Spec
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Entry:
+class Entry(Generic[T]):
     summary: str  # one line for --help and the README table
-    build: Callable[..., Any]
+    build: Callable[..., T]
 
 
 # ---------------------------------------------------------------------------- samplers
 
 
-def _quiet(make: Callable[[], Any]) -> Any:
+def _quiet(make: Callable[[], T]) -> T:
     """Optuna marks several samplers experimental; its warning would reach the user's stderr."""
     import optuna
 
@@ -34,55 +40,55 @@ def _quiet(make: Callable[[], Any]) -> Any:
         return make()
 
 
-def _startup(spec: Spec) -> dict[str, int]:
+def _startup(spec: Spec) -> dict[str, Any]:  # keyword arguments for several samplers
     n = spec.sampler.startup_trials
     return {} if n is None else {"n_startup_trials": n}
 
 
-def _tpe(spec: Spec, seed: int | None) -> Any:
+def _tpe(spec: Spec, seed: int | None) -> BaseSampler:
     import optuna
 
     # multivariate + group: conditional sub-spaces (optimizer options) are modelled jointly.
     return _quiet(lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, **_startup(spec)))
 
 
-def _random(spec: Spec, seed: int | None) -> Any:
+def _random(spec: Spec, seed: int | None) -> BaseSampler:
     import optuna
 
     return optuna.samplers.RandomSampler(seed=seed)
 
 
-def _grid(spec: Spec, seed: int | None) -> Any:
+def _grid(spec: Spec, seed: int | None) -> BaseSampler:
     import optuna
 
     return optuna.samplers.GridSampler(spec.tree.grid() or {}, seed=seed)
 
 
-def _cmaes(spec: Spec, seed: int | None) -> Any:
+def _cmaes(spec: Spec, seed: int | None) -> BaseSampler:
     import optuna
 
     return _quiet(lambda: optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False, **_startup(spec)))
 
 
-def _qmc(spec: Spec, seed: int | None) -> Any:
+def _qmc(spec: Spec, seed: int | None) -> BaseSampler:
     import optuna
 
     return _quiet(lambda: optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False))
 
 
-def _gp(spec: Spec, seed: int | None) -> Any:
+def _gp(spec: Spec, seed: int | None) -> BaseSampler:
     import optuna
 
     return _quiet(lambda: optuna.samplers.GPSampler(seed=seed, **_startup(spec)))
 
 
-def _nsga2(spec: Spec, seed: int | None) -> Any:
+def _nsga2(spec: Spec, seed: int | None) -> BaseSampler:
     import optuna
 
     return optuna.samplers.NSGAIISampler(seed=seed, population_size=spec.sampler.population_size or 50)
 
 
-SAMPLERS: dict[str, Entry] = {
+SAMPLERS: dict[str, Entry[BaseSampler]] = {
     "tpe": Entry("tree-structured Parzen estimator, multivariate over conditional groups; random for the first `startup_trials` (default)", _tpe),
     "random": Entry("independent uniform (or log-uniform) draws", _random),
     "grid": Entry("every combination; needs choices, int ranges or stepped floats, no conditional options", _grid),
@@ -106,26 +112,26 @@ def _common(spec: Spec) -> dict[str, int]:
     return {"n_startup_trials": p.startup_trials, "n_warmup_steps": p.warmup_epochs + 1, "interval_steps": p.interval_epochs}
 
 
-def _median(spec: Spec) -> Any:
+def _median(spec: Spec) -> BasePruner:
     import optuna
 
     return optuna.pruners.MedianPruner(**_common(spec))
 
 
-def _percentile(spec: Spec) -> Any:
+def _percentile(spec: Spec) -> BasePruner:
     import optuna
 
     return optuna.pruners.PercentilePruner(spec.pruner.percentile, **_common(spec))
 
 
-def _successive_halving(spec: Spec) -> Any:
+def _successive_halving(spec: Spec) -> BasePruner:
     import optuna
 
     p = spec.pruner
     return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, p.warmup_epochs), reduction_factor=p.reduction_factor or 4)
 
 
-def _hyperband(spec: Spec) -> Any:
+def _hyperband(spec: Spec) -> BasePruner:
     import optuna
 
     p = spec.pruner
@@ -133,13 +139,13 @@ def _hyperband(spec: Spec) -> Any:
     return optuna.pruners.HyperbandPruner(min_resource=max(1, p.warmup_epochs), max_resource=max_epochs, reduction_factor=p.reduction_factor or 3)
 
 
-def _no_pruner(spec: Spec) -> Any:
+def _no_pruner(spec: Spec) -> BasePruner:
     import optuna
 
     return optuna.pruners.NopPruner()
 
 
-PRUNERS: dict[str, Entry] = {
+PRUNERS: dict[str, Entry[BasePruner]] = {
     "median": Entry("stop a trial worse than the median of earlier trials at the same epoch, after `warmup_epochs`, once `startup_trials` finished (default)", _median),
     "percentile": Entry("as median, at `percentile` instead of the 50th", _percentile),
     "successive_halving": Entry("asynchronous successive halving: rungs from `warmup_epochs` on, each keeps the best 1/`reduction_factor` (default 4)", _successive_halving),
@@ -176,36 +182,36 @@ class RayKit:
     common: dict[str, Any]
     max_t: int
     grace: int
-    pbt: Callable[[], Any]
+    pbt: Callable[[], TrialScheduler]
 
 
-def _asha(spec: Spec, kit: RayKit) -> Any:
+def _asha(spec: Spec, kit: RayKit) -> TrialScheduler:
     from ray.tune.schedulers import ASHAScheduler
 
     rate = spec.pruner.reduction_factor or 3
     return ASHAScheduler(**kit.common, max_t=kit.max_t, grace_period=kit.grace, reduction_factor=rate, stop_last_trials=False)
 
 
-def _ray_hyperband(spec: Spec, kit: RayKit) -> Any:
+def _ray_hyperband(spec: Spec, kit: RayKit) -> TrialScheduler:
     from ray.tune.schedulers import HyperBandScheduler
 
     rate = spec.pruner.reduction_factor or 3
     return HyperBandScheduler(**kit.common, max_t=kit.max_t, reduction_factor=rate, stop_last_trials=False)
 
 
-def _ray_median(spec: Spec, kit: RayKit) -> Any:
+def _ray_median(spec: Spec, kit: RayKit) -> TrialScheduler:
     from ray.tune.schedulers import MedianStoppingRule
 
     return MedianStoppingRule(**kit.common, grace_period=kit.grace, min_samples_required=max(1, spec.pruner.startup_trials))
 
 
-def _fifo(spec: Spec, kit: RayKit) -> Any:
+def _fifo(spec: Spec, kit: RayKit) -> TrialScheduler:
     from ray.tune.schedulers import FIFOScheduler
 
     return FIFOScheduler()
 
 
-RAY_SCHEDULERS: dict[str, Entry] = {
+RAY_SCHEDULERS: dict[str, Entry[TrialScheduler]] = {
     "asha": Entry("asynchronous successive halving (default): first rung after `pruner.warmup_epochs` + 1 epochs, keeps 1/`pruner.reduction_factor` (default 3)", _asha),
     "hyperband": Entry("synchronous HyperBand up to `pruner.max_epochs` (default `fixed.epochs`); paused trials resume from their checkpoint", _ray_hyperband),
     "median": Entry("median stopping rule after the warmup epochs, once `pruner.startup_trials` trials report", _ray_median),
@@ -216,13 +222,13 @@ RAY_SCHEDULERS: dict[str, Entry] = {
 }
 
 
-def table(kind: dict[str, Entry] | dict[str, Backend], key: str) -> str:
+def table(kind: Mapping[str, Entry[Any] | Backend], key: str) -> str:
     """A Markdown table of a registry; the README's tables are these (tests/test_registry.py checks)."""
     rows = [f"| `{name}` | {entry.summary} |" for name, entry in kind.items()]
     return "\n".join([f"| `{key}` | what it does |", "|---|---|", *rows])
 
 
-TABLES = {"sampler.name": SAMPLERS, "pruner.name": PRUNERS, "backend": BACKENDS, "ray.scheduler": RAY_SCHEDULERS}
+TABLES: dict[str, Mapping[str, Entry[Any] | Backend]] = {"sampler.name": SAMPLERS, "pruner.name": PRUNERS, "backend": BACKENDS, "ray.scheduler": RAY_SCHEDULERS}
 
 
 if __name__ == "__main__":  # python -m hpsearch.registry: the README's tables

@@ -98,7 +98,8 @@ class Reporter:
             return None
         import torch
 
-        return torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
+        state: dict[str, Any] = torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
+        return state
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
         if self.checkpoint_path is None:

@@ -101,7 +101,8 @@ def short_name(path: str) -> str:
 
 def wall_s(trial: FrozenTrial) -> float | None:
     if "wall_s" in trial.user_attrs:
-        return trial.user_attrs["wall_s"]
+        stored: float = trial.user_attrs["wall_s"]
+        return stored
     if trial.datetime_start and trial.datetime_complete:
         return (trial.datetime_complete - trial.datetime_start).total_seconds()
     return None
@@ -262,11 +263,11 @@ def get_trial(study: optuna.Study, number: int | None) -> FrozenTrial:
             shown = ", ".join(str(t.number) for t in trials)
             raise UserError(f"study {study.study_name!r} has {len(trials)} Pareto-optimal trials ({shown}); choose one with --trial N")
         return trials[0]
-    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
-    if number not in trials:
-        have = f"trials are 0..{max(trials)}" if trials else "it has no trials"
+    by_number = {t.number: t for t in study.get_trials(deepcopy=False)}
+    if number not in by_number:
+        have = f"trials are 0..{max(by_number)}" if by_number else "it has no trials"
         raise UserError(f"study {study.study_name!r}: no trial {number} ({have})")
-    trial = trials[number]
+    trial = by_number[number]
     if trial.state not in (TrialState.COMPLETE, TrialState.PRUNED):
         reason = trial.user_attrs.get("reason", trial.state.name.lower())
         raise UserError(f"trial {number} is {trial.state.name} ({reason}); only completed or pruned trials can be exported")

@@ -53,7 +53,8 @@ CRASH_LIMIT = 3  # a slot that dies this often in a row without finishing a tria
 
 def spec_from_env(path: str) -> Spec:
     """The slot's side of SPEC_ENV: the very spec the parent resolved (overrides applied)."""
-    from hpsearch.spec import parse_space, validate_schema
+    from hpsearch.space import parse_space
+    from hpsearch.spec import validate_schema
 
     raw = json.loads(os.environ[SPEC_ENV])
     errors: list[str] = []
@@ -119,7 +120,7 @@ class Pool:
                 self.lines.put((entry.slot.index, line.rstrip()))
 
     def drain(self) -> list[str]:
-        out = []
+        out: list[str] = []
         while True:
             try:
                 index, line = self.lines.get_nowait()

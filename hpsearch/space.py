@@ -118,8 +118,7 @@ class Space:
         for path, param in self.parameters():
             if not isinstance(param, Choice):
                 continue
-            for option in param.options[1:]:
-                configs.append(self.walk(lambda p_path, p: option if p_path == path else first_value(p)))
+            configs.extend(self.walk(_pinned(path, option)) for option in param.options[1:])
         return configs
 
     def grid(self) -> dict[str, list[Any]] | None:
@@ -138,6 +137,11 @@ class Space:
             elif not isinstance(param, Const):
                 return None
         return grid
+
+
+def _pinned(path: str, option: Scalar) -> Callable[[str, Param], Any]:
+    """A ``walk`` pick: ``option`` for the choice at ``path``, the first value everywhere else."""
+    return lambda p_path, p: option if p_path == path else first_value(p)
 
 
 def first_value(param: Param) -> Any:
@@ -254,7 +258,7 @@ def parse_range(kind: str, raw: Mapping[str, Any], where: str, errors: list[str]
         errors.append(f"{where}.{kind}: a log scale needs low > 0, got low={low}")
         return None
     if kind == "int":
-        return Int(low, high, log, step or 1)
+        return Int(int(low), int(high), log, int(step or 1))  # as_number gave ints: int() only tells the type checker
     if step is not None and not math.isclose((high - low) / step, round((high - low) / step), abs_tol=1e-9):
         errors.append(f"{where}.step: (high - low) must be a multiple of step, got low={low} high={high} step={step}")
         return None

@@ -14,7 +14,8 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import yaml
 from pydantic import (
@@ -26,6 +27,7 @@ from pydantic import (
     ValidationInfo,
     field_validator,
 )
+from pydantic_core import ErrorDetails
 
 from hpsearch.errors import SpecError
 from hpsearch.objective import BUILTIN, load_objective
@@ -34,10 +36,16 @@ from hpsearch.space import Const, Space, parse_space
 from hpsearch.text import did_you_mean
 
 Direction = Literal["maximize", "minimize"]
-SamplerName = Literal[tuple(SAMPLERS)]  # type: ignore[valid-type]
-PrunerName = Literal[tuple(PRUNERS)]  # type: ignore[valid-type]
-BackendName = Literal[tuple(BACKENDS)]  # type: ignore[valid-type]
-SchedulerName = Literal[tuple(RAY_SCHEDULERS)]  # type: ignore[valid-type]
+if TYPE_CHECKING:  # the registries' keys are known only at run time: a type checker sees a str
+    SamplerName: TypeAlias = str
+    PrunerName: TypeAlias = str
+    BackendName: TypeAlias = str
+    SchedulerName: TypeAlias = str
+else:  # pydantic checks the name against the registry (and the error lists the names)
+    SamplerName = Literal[tuple(SAMPLERS)]
+    PrunerName = Literal[tuple(PRUNERS)]
+    BackendName = Literal[tuple(BACKENDS)]
+    SchedulerName = Literal[tuple(RAY_SCHEDULERS)]
 
 
 class Section(BaseModel):
@@ -151,7 +159,7 @@ class Spec(Section):
         return [self.metric] if isinstance(self.metric, str) else list(self.metric)
 
     @property
-    def directions(self) -> list[str]:
+    def directions(self) -> list[Direction]:
         return [self.direction] if isinstance(self.direction, str) else list(self.direction)
 
     # Paths: a relative output:, sqlite:/// storage or objective file in the spec is relative to the
@@ -279,7 +287,8 @@ def _load_checked(text: str, where: str) -> Any:
 def _stack_room(frames: int) -> Iterator[None]:
     """Allow only ``frames`` more Python frames: the composer recurses twice per nesting level and
     PyYAML's scanner is quadratic in bracket depth ([[[[... takes seconds before the default limit)."""
-    depth, frame = 0, sys._getframe()
+    depth = 0
+    frame: FrameType | None = sys._getframe()
     while frame is not None:
         depth, frame = depth + 1, frame.f_back
     before = sys.getrecursionlimit()
@@ -379,7 +388,7 @@ def _union_tag(part: Any) -> bool:
     return isinstance(part, str) and re.fullmatch(r"(str|int|float|bool|none|list|dict|literal|function-\w+)(\[.*\])?", part) is not None
 
 
-def format_error(err: dict[str, Any]) -> str:
+def format_error(err: ErrorDetails) -> str:
     loc = [str(p) for p in err["loc"] if not _union_tag(p)]
     key = ".".join(loc) or "(top level)"
     if err["type"] == "extra_forbidden":

@@ -8,7 +8,7 @@ import re
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import optuna
 
@@ -129,13 +129,16 @@ class Storage(optuna.storages.RDBStorage):
         from optuna.storages._rdb.storage import _create_scoped_session
         from sqlalchemy.dialects import postgresql, sqlite
 
-        groups = [(models.TrialUserAttributeModel, user or {}), (models.TrialSystemAttributeModel, system or {})]
+        AttrModel = type[models.TrialUserAttributeModel] | type[models.TrialSystemAttributeModel]
+        groups: list[tuple[AttrModel, dict[str, Any]]] = [(models.TrialUserAttributeModel, user or {}),
+                                                      (models.TrialSystemAttributeModel, system or {})]
         if not any(attrs for _, attrs in groups):
             return
         dialect = {"sqlite": sqlite, "postgresql": postgresql}.get(self.engine.name)
         with _create_scoped_session(self.scoped_session, True) as session:
             trial = models.TrialModel.find_or_raise_by_id(trial_id, session)
-            self.check_trial_is_updatable(trial_id, trial.state)
+            # Optuna's models declare plain Column()s: an instance's column reads as Column[Any] to a type checker
+            self.check_trial_is_updatable(trial_id, cast(optuna.trial.TrialState, trial.state))
             for model, attrs in groups:
                 if not attrs:
                     continue
@@ -163,9 +166,10 @@ class Storage(optuna.storages.RDBStorage):
         return {optuna.trial.TrialState(state) if not isinstance(state, optuna.trial.TrialState) else state: n for state, n in rows}
 
 
-def storage_of(study: optuna.Study) -> Any:
+def storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:
     """The study's storage, under Optuna's cache wrapper."""
-    return getattr(study._storage, "_backend", study._storage)
+    backend: optuna.storages.BaseStorage = getattr(study._storage, "_backend", study._storage)
+    return backend
 
 
 def study_id(study: optuna.Study) -> int:
@@ -208,7 +212,7 @@ def frozen(study: optuna.Study, trial: optuna.Trial) -> optuna.trial.FrozenTrial
     return storage_of(study).get_trial(trial_id(trial))
 
 
-def end_trial(study: optuna.Study, trial: optuna.trial.FrozenTrial, state: optuna.trial.TrialState, reason: str) -> bool:
+def end_trial(study: optuna.Study, trial: optuna.Trial | optuna.trial.FrozenTrial, state: optuna.trial.TrialState, reason: str) -> bool:
     """FAIL (or another end state) a trial another process left RUNNING, with a reason. False when it had ended already."""
     storage = storage_of(study)
     try:

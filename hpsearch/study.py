@@ -118,8 +118,9 @@ RESUME_ANYWAY = "--resume-anyway"
 
 def definition(spec: Spec) -> dict[str, Any]:
     """What makes two runs the same study. Budget, sampler, pruner, resources and paths may change."""
-    return _plain({"objective": spec.objective, "metric": spec.metrics, "direction": spec.directions,
-                   "fixed": spec.fixed, "space": spec.space})
+    plain: dict[str, Any] = _plain({"objective": spec.objective, "metric": spec.metrics, "direction": spec.directions,
+                                    "fixed": spec.fixed, "space": spec.space})
+    return plain
 
 
 def _plain(value: Any) -> Any:
@@ -199,13 +200,13 @@ def adopt_definition(spec: Spec) -> list[str]:
     if old is None:
         return []
     new = definition(spec)
-    before = old.user_attrs.get(DEFINITION)
+    before: dict[str, Any] | None = old.user_attrs.get(DEFINITION)
     changed = differences(before, new) if before is not None else []
     study = optuna.load_study(study_name=spec.study, storage=storage)
     stored = [d.name.lower() for d in study.directions]
     if stored != spec.directions:
         refuse_changes(spec, old, new)  # raises: the directions
-    if changed:
+    if changed and before is not None:  # only a stored definition can differ
         history = list(old.user_attrs.get(DEFINITION_HISTORY) or [])
         history.append({**before, "replaced": datetime.now().isoformat(timespec="seconds")})
         study.set_user_attr(DEFINITION_HISTORY, history)

@@ -132,7 +132,10 @@ def train(doc: dict[str, Any], run_dir: Path, fresh: bool = False, quiet: bool =
     stream = stream or sys.stdout
     done = prepare_run_dir(run_dir, doc, fresh)
     epochs = doc["config"].get("epochs", "?")
-    say = lambda text: print(text, file=stream, flush=True)  # noqa: E731
+
+    def say(text: str) -> None:
+        print(text, file=stream, flush=True)
+
     say(f"resuming {run_dir} from its checkpoint ({done} of {epochs} epochs done)" if done
         else f"training {doc['objective']} for {epochs} epochs in {run_dir}")
     history_file = run_dir / "history.jsonl"

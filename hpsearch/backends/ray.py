@@ -126,7 +126,8 @@ class RayReporter(Reporter):
         import torch
 
         with checkpoint.as_directory() as folder:
-            return torch.load(Path(folder) / "state.pt", map_location="cpu", weights_only=False)
+            state: dict[str, Any] = torch.load(Path(folder) / "state.pt", map_location="cpu", weights_only=False)
+        return state
 
     def flush(self) -> None:
         if self.pending is None:
@@ -231,7 +232,8 @@ class Recorder:
             return None
         found = ENDED.search(error)
         if found:
-            return json.loads(found.group(1))
+            ended: dict[str, Any] = json.loads(found.group(1))
+            return ended
         lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
         return {"state": "failed", "reason": f"failed: {lines[-1] if lines else 'Ray trial error'}"}
 
@@ -259,16 +261,16 @@ def make_callback(recorder: Recorder) -> Any:
         def __getstate__(self) -> dict[str, Any]:
             return {}
 
-        def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
             recorder.on_start(trial)
 
-        def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any) -> None:
             recorder.on_result(trial, result)
 
-        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        def on_trial_complete(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
             recorder.on_end(trial, None)
 
-        def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
             error = trial.get_error()
             recorder.on_end(trial, str(error) if error is not None else "Ray trial error")
 
@@ -289,10 +291,10 @@ def make_searcher(spec: Spec, storage: Any, sampler: optuna.samplers.BaseSampler
             recorder.asked.add(ot_trial.number)
             return {KEY: {"trial": ot_trial.number, "config": config}}
 
-        def on_trial_result(self, trial_id: str, result: dict) -> None:
+        def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
             pass  # intermediate values: Recorder (keyed by epoch, not by Ray's iteration)
 
-        def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        def on_trial_complete(self, trial_id: str, result: dict[str, Any] | None = None, error: bool = False) -> None:
             self._completed_trials.add(trial_id)  # the end state: Recorder
 
         def save(self, checkpoint_path: str) -> None:
@@ -359,7 +361,7 @@ def build_pbt(spec: Spec, common: dict[str, Any]) -> Any:
     class KeepTrialNumber(PopulationBasedTraining):
         """An exploiting trial copies another's config; it must keep its own Optuna trial number."""
 
-        def _get_new_config(self, trial: Any, trial_to_clone: Any) -> tuple[dict, dict]:
+        def _get_new_config(self, trial: Any, trial_to_clone: Any) -> tuple[dict[str, Any], dict[str, Any]]:
             config, operations = super()._get_new_config(trial, trial_to_clone)
             config[KEY]["trial"] = trial_number(trial.config)
             return config, operations
@@ -404,8 +406,8 @@ def ray_session(spec: Spec) -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
-    quiet = {"log_to_driver": False, "logging_level": logging.ERROR,
-             "runtime_env": {"env_vars": {"RAY_CHDIR_TO_TRIAL_DIR": "0"}}}  # trials keep the driver's paths
+    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR,
+                             "runtime_env": {"env_vars": {"RAY_CHDIR_TO_TRIAL_DIR": "0"}}}  # trials keep the driver's paths
     address = spec.ray.address
     try:
         if address:

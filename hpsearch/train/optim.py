@@ -7,14 +7,15 @@ flat config, so adding an optimizer is adding one entry to OPTIMIZERS.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
-OptimizerBuilder = Callable[[list[dict], dict, bool], torch.optim.Optimizer]
+OptimizerBuilder = Callable[[list[dict[str, Any]], dict[str, Any], bool], torch.optim.Optimizer]
 
 
-def param_groups(model: nn.Module, weight_decay: float, wd_norm_bias: bool = False) -> list[dict]:
+def param_groups(model: nn.Module, weight_decay: float, wd_norm_bias: bool = False) -> list[dict[str, Any]]:
     """Decay only ≥2-D weights unless wd_norm_bias: biases and norm scales/shifts are 1-D."""
     params = [p for p in model.parameters() if p.requires_grad]
     if wd_norm_bias or weight_decay == 0:
@@ -25,25 +26,25 @@ def param_groups(model: nn.Module, weight_decay: float, wd_norm_bias: bool = Fal
     ]
 
 
-def _lr(c: dict) -> float:
+def _lr(c: dict[str, Any]) -> float:
     return float(c.get("lr", 0.1))
 
 
-def _sgd(groups: list[dict], c: dict, fused: bool) -> torch.optim.Optimizer:
+def _sgd(groups: list[dict[str, Any]], c: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
     momentum = float(_get(c, "momentum", 0.9))
     nesterov = bool(c.get("nesterov", False))
     return torch.optim.SGD(groups, lr=_lr(c), momentum=momentum, nesterov=nesterov, fused=fused or None)
 
 
-def _adam_like(cls: type[torch.optim.Optimizer]) -> OptimizerBuilder:
-    def build(groups: list[dict], c: dict, fused: bool) -> torch.optim.Optimizer:
+def _adam_like(cls: type[torch.optim.Adam]) -> OptimizerBuilder:  # Adam or AdamW (a subclass)
+    def build(groups: list[dict[str, Any]], c: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
         betas = (float(c.get("beta1", 0.9)), float(c.get("beta2", 0.999)))
         return cls(groups, lr=_lr(c), betas=betas, eps=float(_get(c, "eps", 1e-8)), fused=fused or None)
 
     return build
 
 
-def _rmsprop(groups: list[dict], c: dict, fused: bool) -> torch.optim.Optimizer:
+def _rmsprop(groups: list[dict[str, Any]], c: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
     return torch.optim.RMSprop(
         groups,
         lr=_lr(c),
@@ -53,7 +54,7 @@ def _rmsprop(groups: list[dict], c: dict, fused: bool) -> torch.optim.Optimizer:
     )
 
 
-def _adagrad(groups: list[dict], c: dict, fused: bool) -> torch.optim.Optimizer:
+def _adagrad(groups: list[dict[str, Any]], c: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
     return torch.optim.Adagrad(
         groups, lr=_lr(c), lr_decay=float(c.get("lr_decay", 0.0)), eps=float(_get(c, "eps", 1e-10))
     )
@@ -68,13 +69,13 @@ OPTIMIZERS: dict[str, OptimizerBuilder] = {
 }
 
 
-def _get(c: dict, key: str, default: float | bool) -> float | bool:
+def _get(c: dict[str, Any], key: str, default: float | bool) -> float | bool:
     """Shared keys (momentum, eps) whose default differs per optimizer; None means default."""
     value = c.get(key)
     return default if value is None else value
 
 
-def build_optimizer(model: nn.Module, config: dict, device: torch.device) -> torch.optim.Optimizer:
+def build_optimizer(model: nn.Module, config: dict[str, Any], device: torch.device) -> torch.optim.Optimizer:
     """Fused kernels on CUDA for the optimizers that have them (one launch per step)."""
     groups = param_groups(model, float(config.get("weight_decay", 0.0)), bool(config.get("wd_norm_bias", False)))
     name = config.get("optimizer", "sgd")

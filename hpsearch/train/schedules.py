@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -36,7 +37,8 @@ def _step(progress: float, steps: int, c: LrCurve) -> float:
 
 
 def _exponential(progress: float, steps: int, c: LrCurve) -> float:
-    return c.gamma ** (steps / max(1, c.steps_per_epoch))  # gamma per epoch, smooth per step
+    factor: float = c.gamma ** (steps / max(1, c.steps_per_epoch))  # gamma per epoch, smooth per step (gamma > 0: real)
+    return factor
 
 
 def _onecycle(progress: float, steps: int, c: LrCurve) -> float:
@@ -91,7 +93,7 @@ def _warmup(progress: float, c: LrCurve) -> float:
     return c.warmup_start_factor + (1.0 - c.warmup_start_factor) * progress
 
 
-def warmup_steps(config: dict, total_steps: int, steps_per_epoch: int) -> int:
+def warmup_steps(config: dict[str, Any], total_steps: int, steps_per_epoch: int) -> int:
     """Warmup length in optimizer steps from warmup_epochs or warmup_fraction."""
     if config.get("warmup_fraction") is not None:
         return round(float(config["warmup_fraction"]) * total_steps)
@@ -102,7 +104,7 @@ def warmup_steps(config: dict, total_steps: int, steps_per_epoch: int) -> int:
     return 0
 
 
-def make_curve(config: dict, total_steps: int, steps_per_epoch: int) -> LrCurve:
+def make_curve(config: dict[str, Any], total_steps: int, steps_per_epoch: int) -> LrCurve:
     schedule = config.get("schedule", "cosine")
     gamma = config.get("gamma")
     return LrCurve(
@@ -120,7 +122,7 @@ def make_curve(config: dict, total_steps: int, steps_per_epoch: int) -> LrCurve:
 
 
 def build_scheduler(
-    optimizer: torch.optim.Optimizer, config: dict, total_steps: int, steps_per_epoch: int
+    optimizer: torch.optim.Optimizer, config: dict[str, Any], total_steps: int, steps_per_epoch: int
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """LambdaLR over `make_curve`; call .step() after every optimizer step."""
     curve = make_curve(config, total_steps, steps_per_epoch)

@@ -75,7 +75,7 @@ _RANGES: dict[str, tuple[bool, float | None, float | None, bool, bool]] = {
 _BOOLS = ("download", "aug_hflip", "wd_norm_bias", "nesterov", "compile", "evaluate_test", "save_model")
 
 
-def validate(config: dict) -> list[str]:
+def validate(config: dict[str, Any]) -> list[str]:
     """Human-readable one-line problems with `config`; empty when it can run.
 
     Keys outside DEFAULTS are reported (typos would otherwise be searched silently),
@@ -97,7 +97,7 @@ def _unknown_key(key: object) -> str:
     return f"unknown config key {key!r}{hint}; the keys are listed in objectives/image_classification.py"
 
 
-def _name_problems(cfg: dict) -> list[str]:
+def _name_problems(cfg: dict[str, Any]) -> list[str]:
     problems = model_problems(cfg["model"])
     for kind, known in (("optimizer", OPTIMIZERS), ("schedule", SCHEDULES), ("amp", AMP_MODES)):
         if not (isinstance(cfg[kind], str) and cfg[kind] in known):
@@ -157,7 +157,7 @@ def _positive_ints(value: Any) -> bool:
     return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
 
 
-def _list_problems(cfg: dict) -> list[str]:
+def _list_problems(cfg: dict[str, Any]) -> list[str]:
     problems = []
     if not (_positive_ints(cfg["synthetic_shape"]) and len(cfg["synthetic_shape"]) == 3):
         shape = cfg["synthetic_shape"]
@@ -167,7 +167,7 @@ def _list_problems(cfg: dict) -> list[str]:
     return problems
 
 
-def _combination_problems(config: dict, cfg: dict) -> list[str]:
+def _combination_problems(config: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
     problems = []
     if config.get("warmup_epochs") is not None and config.get("warmup_fraction") is not None:
         problems.append(
