@@ -22,9 +22,10 @@ import json
 import math
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import optuna
@@ -573,7 +574,7 @@ def _points(ctx: _Context, param: str, objective: int, colour_by: str | None) ->
     for label, points in by_label.items():
         pruned = label.startswith("pruned")
         colour = PRUNED_COLOUR if pruned else colours.get(label, STATE_COLOURS["COMPLETE"])
-        xs, ys, numbers = map(list, zip(*points))
+        xs, ys, numbers = map(list, zip(*points, strict=True))
         series.append(_Points(label, colour, "x-thin-open" if pruned else "circle", xs, ys,
                               numbers))
     series.sort(key=lambda s: s.label.startswith("pruned"))  # pruned drawn first, underneath
@@ -637,7 +638,7 @@ def _slice_matplotlib(ctx: _Context, **kwargs: Any) -> Any:
     fig, axes = plt.subplots(1, len(params), sharey=True, squeeze=False,
                              figsize=(max(6.4, 3.2 * len(params)), 4.4))
     handles: dict[str, Any] = {}
-    for ax, param in zip(axes[0], params):
+    for ax, param in zip(axes[0], params, strict=True):
         for s in _points(ctx, param, objective, colour_by):
             style = _MPL_MARKERS[s.symbol]
             colour = {"edgecolors" if "facecolors" in style else "c": s.colour}
@@ -702,7 +703,7 @@ def _contour_series(ctx: _Context, x_param: str, y_param: str, colour_by: str) -
             by_label.setdefault(label, []).append((as_x(t.params[x_param]),
                                                    as_y(t.params[y_param]), t.number))
     return [_Points(label, colours.get(label, STATE_COLOURS["COMPLETE"]), "circle",
-                    *map(list, zip(*points)))
+                    *map(list, zip(*points, strict=True)))
             for label, points in by_label.items()]
 
 
@@ -910,7 +911,7 @@ def _summary_table(ctx: _Context) -> str:
         counts[t.state.name] = counts.get(t.state.name, 0) + 1
     directions = ", ".join(
         f"{html.escape(m)}: {d.name.lower()}"
-        for m, d in zip(ctx.metric_names, ctx.study.directions)
+        for m, d in zip(ctx.metric_names, ctx.study.directions, strict=True)
     )
     rows = [["study", html.escape(ctx.study.study_name)], ["directions", directions],
             ["trials", str(len(ctx.trials))]]
