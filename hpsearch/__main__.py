@@ -4,4 +4,5 @@ import sys
 
 from hpsearch.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not again in a child process that multiprocessing's spawn starts from this module
+    sys.exit(main())

@@ -10,10 +10,15 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hpsearch.errors import UserError
 from hpsearch.registry import BACKENDS
+from hpsearch.text import fmt
+
+if TYPE_CHECKING:
+    from hpsearch.spec import Spec
+    from hpsearch.study import Summary
 
 RESUME_HINT = "run the same command again to resume"
 RESUME_ANYWAY_FLAG = "--resume-anyway"
@@ -70,7 +75,7 @@ def spec_overrides(args: argparse.Namespace) -> list[str]:
     return list(args.overrides) + extra
 
 
-def load(args: argparse.Namespace, prepare: bool = False) -> Any:
+def load(args: argparse.Namespace, prepare: bool = False) -> Spec:
     """The spec, its objective checked; ``prepare``: a study starts (the objective's prepare hook runs)."""
     from hpsearch.spec import load_spec
 
@@ -85,13 +90,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     spec = load(args, prepare=True)
     resume_anyway(spec, args)
-    summary = importlib.import_module(BACKENDS[spec.backend].module).run(spec, quiet=args.quiet)
+    summary: Summary = importlib.import_module(BACKENDS[spec.backend].module).run(spec, quiet=args.quiet)
     print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; best {summary.best}")
     print(f"storage {summary.storage}; TensorBoard: tensorboard --logdir {spec.study_dir}")
     return ending(summary)
 
 
-def resume_anyway(spec: Any, args: argparse.Namespace) -> None:
+def resume_anyway(spec: Spec, args: argparse.Namespace) -> None:
     """--resume-anyway: the stored study takes this spec's definition (objective, metric, fixed values)."""
     if args.resume_anyway:
         from hpsearch.study import adopt_definition
@@ -101,7 +106,7 @@ def resume_anyway(spec: Any, args: argparse.Namespace) -> None:
             print(f"warning: {spec.study}: continuing with another definition ({RESUME_ANYWAY_FLAG}): {'; '.join(changed)}", file=sys.stderr)
 
 
-def ending(summary: Any) -> int:
+def ending(summary: Summary) -> int:
     """The last lines of run/worker: the latest failure and its traceback file; why it stopped early (exit 1)."""
     if summary.last_failure:
         print(f"last failure: {summary.last_failure}")
@@ -124,7 +129,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 # -- study results and training runs: commands --
 
 
-def load_for_results(args: argparse.Namespace) -> Any:
+def load_for_results(args: argparse.Namespace) -> Spec:
     """The spec without importing its objective: best/trials/report/dashboard only read the storage."""
     from hpsearch.spec import load_spec
 
@@ -163,7 +168,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     spec = load(args)
     doc = results.export(spec, Path(args.out), args.trial, config_sets)
     src = doc["provenance"]
-    shown = ", ".join(f"{m}={results.fmt(v)}" for m, v in (src["values"] or {}).items()) or src["reason"]
+    shown = ", ".join(f"{m}={fmt(v)}" for m, v in (src["values"] or {}).items()) or src["reason"]
     print(f"exported trial {src['trial']} of {src['study']} ({shown}) to {args.out}")
     print(f"train it: hpsearch train {args.out}")
     return 0
@@ -182,7 +187,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if result.state != "completed":
         print(f"training {result.reason} after {result.epochs} epochs; see {run_dir}", file=sys.stderr)
         return 1
-    print("final: " + " ".join(f"{k}={results.fmt(v)}" for k, v in result.metrics.items()))
+    print("final: " + " ".join(f"{k}={fmt(v)}" for k, v in result.metrics.items()))
     print(f"wrote {run_dir / 'metrics.json'}" + (f" and {run_dir / 'model.pt'}" if (run_dir / "model.pt").exists() else "")
           + f"; TensorBoard: tensorboard --logdir {run_dir}")
     return 0
@@ -197,7 +202,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     header, rows = results.promote_table(done.candidates, done.metric, done.winner)
     results.print_table(header, rows, title=f"{spec.study}: {len(done.candidates)} configs x {args.seeds} seeds (* = promoted)")
     w = done.winner
-    print(f"promoted trial {w.trial.number}: {done.metric} {results.fmt(w.mean)} ± {results.fmt(w.std)} "
+    print(f"promoted trial {w.trial.number}: {done.metric} {fmt(w.mean)} ± {fmt(w.std)} "
           f"over {len(w.values)} seeds -> {done.out}")
     print(f"train it: hpsearch train {done.out}")
     return 0
@@ -259,9 +264,28 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return ending(summary)
 
 
+def version_lines(verbose: int) -> list[str]:
+    """``hpsearch --version``: this package's version; with -v also torch's, optuna's and ray's, read from
+    their installed metadata (importing torch and ray would take seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from hpsearch import __version__
+
+    lines = [f"hpsearch {__version__}"]
+    for name in ("torch", "optuna", "ray") if verbose else ():
+        try:
+            lines.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            lines.append(f"{name} (not installed)")
+    return lines
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="hpsearch", description="Hyperparameter search for PyTorch training.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    parser.add_argument("--version", action="store_true", help="print hpsearch's version and exit (-v: also torch, optuna and ray)")
+    parser.add_argument("-v", dest="verbose", action="count", default=0, help="with --version: also the torch, optuna and ray versions")
+    # not required: `hpsearch --version` has no command; main asks for one otherwise
+    sub = parser.add_subparsers(dest="command", parser_class=Parser)
 
     p = sub.add_parser("run", help="run (or resume) the study a spec describes")
     add_spec_args(p)
@@ -351,7 +375,15 @@ def main(argv: list[str] | None = None) -> int:
     from hpsearch.devices import passive_waits
 
     passive_waits()  # OMP_WAIT_POLICY=PASSIVE before any command imports torch, unless the user set it
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        print("\n".join(version_lines(args.verbose)))
+        return 0
+    if args.verbose:
+        parser.error("-v goes with --version: hpsearch --version -v")
+    if args.command is None:
+        parser.error("the following arguments are required: command")
     func: Callable[[argparse.Namespace], int] = args.func
     studies = args.command in ("run", "worker")
     terminated: list[int] = []
@@ -371,10 +403,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ninterrupted; {done}to resume, run the same command again: {again}", file=sys.stderr)
         return 143 if terminated else 130
     except Exception as exc:
-        line = _storage_error(exc)
-        if line is None:
+        problem = _storage_error(exc)
+        if problem is None:
             raise
-        print(f"error: {line}", file=sys.stderr)
+        print(f"error: {problem}", file=sys.stderr)
         return 2
 
 
