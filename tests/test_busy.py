@@ -49,7 +49,8 @@ def test_trials_run_with_passive_openmp_waits_by_default(tmp_path: Path, workers
     runs = records(record)
     assert len(runs) == 4
     assert {r["wait_policy"] for r in runs} == {"PASSIVE"}
-    assert len({r["pid"] for r in runs}) == (2 if workers else 1)  # the slot processes, or the run process itself
+    # The run process itself, or up to 2 slot processes (how many got a trial depends on load).
+    assert 1 <= len({r["pid"] for r in runs}) <= (2 if workers else 1)
 
 
 @pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["in_process", "two_slots"])
