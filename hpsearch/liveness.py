@@ -167,7 +167,7 @@ class Observer:
                 continue
             who = t.system_attrs.get(PROCESS)
             verdict = local_verdict(who)
-            if verdict is False:
+            if verdict is False and isinstance(who, dict):  # local_verdict says False only for a local identity
                 dead.append(Dead(t, f"failed: process died (pid {who['pid']} on {HOST} is gone)"))
                 continue
             beat = t.system_attrs.get(BEAT)
