@@ -45,8 +45,22 @@ def busy_loops(n: int) -> Iterator[list[int]]:
 
 def run_cli(busy: int, trials: int, folder: Path, extra: list[str], wait_policy: str | None) -> dict[str, Any]:
     study = f"busy{busy}-{time.monotonic_ns()}"
-    cmd = [sys.executable, "-m", "hpsearch.cli", "run", str(ROOT / "spaces" / "quickstart.yaml"), "--quiet",
-           "--trials", str(trials), "--study", study, "--output", str(folder), "--set", "budget.timeout=36000"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpsearch.cli",
+        "run",
+        str(ROOT / "spaces" / "quickstart.yaml"),
+        "--quiet",
+        "--trials",
+        str(trials),
+        "--study",
+        study,
+        "--output",
+        str(folder),
+        "--set",
+        "budget.timeout=36000",
+    ]
     cmd += [arg for s in extra for arg in ("--set", s)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if wait_policy:
@@ -74,27 +88,48 @@ def main(argv: list[str] | None = None) -> None:
         extra += [f"objective={TOY}:objective", "metric=val_acc", "direction=maximize"]  # no torch: checks the plumbing, in seconds
     quiet, busy = "quiet", f"{args.busy} busy processes"
     with tempfile.TemporaryDirectory() as tmp:
-        runs = interleave({quiet: lambda r: run_cli(0, args.trials, Path(tmp), extra, args.wait_policy),
-                           busy: lambda r: run_cli(args.busy, args.trials, Path(tmp), extra, args.wait_policy)}, args.repeats)
+        runs = interleave(
+            {
+                quiet: lambda r: run_cli(0, args.trials, Path(tmp), extra, args.wait_policy),
+                busy: lambda r: run_cli(args.busy, args.trials, Path(tmp), extra, args.wait_policy),
+            },
+            args.repeats,
+        )
     quiet_s, busy_s = (median([m["wall_s"] for m in runs[k]]) for k in (quiet, busy))
     slowdown = ratio(busy_s, quiet_s)
     cores = len(os.sched_getaffinity(0))
-    figures = {"trials": args.trials, "repeats": args.repeats, "busy_processes": args.busy, "cores": cores,
-               "omp_wait_policy": args.wait_policy or "PASSIVE (hpsearch's default)", "overrides": args.sets,
-               "quiet_s": quiet_s, "busy_s": busy_s, "slowdown": slowdown}
+    figures = {
+        "trials": args.trials,
+        "repeats": args.repeats,
+        "busy_processes": args.busy,
+        "cores": cores,
+        "omp_wait_policy": args.wait_policy or "PASSIVE (hpsearch's default)",
+        "overrides": args.sets,
+        "quiet_s": quiet_s,
+        "busy_s": busy_s,
+        "slowdown": slowdown,
+    }
     rows = [[k, i + 1, f"{m['wall_s']:.0f}", m["load_1min_before"]] for k, v in runs.items() for i, m in enumerate(v)]
     notes = [
-        (f"Medians of {args.repeats} interleaved runs of `hpsearch run spaces/quickstart.yaml --trials {args.trials}` (the spec's "
-         f"own settings: one slot with {cores} threads on {cores} cores, median pruning), alone and beside {args.busy} "
-         "`python -c 'while 1: pass'` processes. The load average is the machine's before each run: other jobs shared it too."),
+        (
+            f"Medians of {args.repeats} interleaved runs of `hpsearch run spaces/quickstart.yaml --trials {args.trials}` (the spec's "
+            f"own settings: one slot with {cores} threads on {cores} cores, median pruning), alone and beside {args.busy} "
+            "`python -c 'while 1: pass'` processes. The load average is the machine's before each run: other jobs shared it too."
+        ),
     ]
     write_result(
-        args.out, "busy_machine", f"Busy machine ({args.busy} busy processes on {cores} cores)",
+        args.out,
+        "busy_machine",
+        f"Busy machine ({args.busy} busy processes on {cores} cores)",
         headline=f"beside {args.busy} busy processes the quickstart takes {slowdown:.2f}x its quiet wall time "
-                 f"({busy_s:.0f} s vs {quiet_s:.0f} s)",
-        smoke=args.smoke, goal=f"≤ {GOAL:g}× the quiet wall time beside {args.busy} busy processes",
-        goal_met=slowdown <= GOAL if not args.smoke else None, figures=figures,
-        table={"columns": ["variant", "repeat", "wall s", "load average before"], "rows": rows}, notes=notes, started=started,
+        f"({busy_s:.0f} s vs {quiet_s:.0f} s)",
+        smoke=args.smoke,
+        goal=f"≤ {GOAL:g}× the quiet wall time beside {args.busy} busy processes",
+        goal_met=slowdown <= GOAL if not args.smoke else None,
+        figures=figures,
+        table={"columns": ["variant", "repeat", "wall s", "load average before"], "rows": rows},
+        notes=notes,
+        started=started,
     )
 
 

@@ -178,9 +178,18 @@ def main(argv: list[str] | None = None) -> None:
         torch.set_float32_matmul_precision("high")
     gpu = torch.cuda.get_device_name(0) if cuda else None
     base = {
-        "dataset": "synthetic", "synthetic_shape": [3, 32, 32], "synthetic_samples": 16384 if not args.smoke else 64,
-        "aug_crop_padding": 4, "aug_hflip": True, "model": args.model, "batch_size": args.batch_size,
-        "optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 5e-4, "val_fraction": 0.1,
+        "dataset": "synthetic",
+        "synthetic_shape": [3, 32, 32],
+        "synthetic_samples": 16384 if not args.smoke else 64,
+        "aug_crop_padding": 4,
+        "aug_hflip": True,
+        "model": args.model,
+        "batch_size": args.batch_size,
+        "optimizer": "sgd",
+        "lr": 0.05,
+        "momentum": 0.9,
+        "weight_decay": 5e-4,
+        "val_fraction": 0.1,
     }
     rows, results = [], {}
     combos = list(itertools.product(args.amp, args.channels_last, args.compile))
@@ -201,25 +210,50 @@ def main(argv: list[str] | None = None) -> None:
         name = f"amp={amp} channels_last={cl} compile={comp}"
         results[name] = m
         print(f"{name}: {m['samples_per_s']:.0f} samples/s, busy {m['busy']}, MFU {m['mfu']}", flush=True)
-        rows.append([amp, cl, comp, f"{m['samples_per_s']:.0f}", f"{m['step_ms']:.1f}",
-                     "-" if m["busy"] is None else f"{100 * m['busy']:.0f}%",
-                     f"{m['tflops_per_s']:.1f}", "-" if m["mfu"] is None else f"{100 * m['mfu']:.1f}%",
-                     "-" if m.get("compile_s") is None else f"{m['compile_s']:.0f}"])
+        rows.append(
+            [
+                amp,
+                cl,
+                comp,
+                f"{m['samples_per_s']:.0f}",
+                f"{m['step_ms']:.1f}",
+                "-" if m["busy"] is None else f"{100 * m['busy']:.0f}%",
+                f"{m['tflops_per_s']:.1f}",
+                "-" if m["mfu"] is None else f"{100 * m['mfu']:.1f}%",
+                "-" if m.get("compile_s") is None else f"{m['compile_s']:.0f}",
+            ]
+        )
     fastest = max(results, key=lambda k: results[k]["samples_per_s"])
     slowest_default = results.get("amp=off channels_last=off compile=off")
     figures = {
-        "gpu": gpu, "model": args.model, "batch_size": args.batch_size, "steps": args.steps, "combinations": results,
+        "gpu": gpu,
+        "model": args.model,
+        "batch_size": args.batch_size,
+        "steps": args.steps,
+        "combinations": results,
         "fastest": fastest,
         "fastest_over_fp32_plain": results[fastest]["samples_per_s"] / slowest_default["samples_per_s"] if slowest_default else None,
     }
-    notes = [f"Fastest: {fastest}." + (f" {figures['fastest_over_fp32_plain']:.2f}x the fp32, NCHW, eager step." if slowest_default else "")]
+    notes = [
+        f"Fastest: {fastest}." + (f" {figures['fastest_over_fp32_plain']:.2f}x the fp32, NCHW, eager step." if slowest_default else "")
+    ]
     best = results[fastest]
     headline = f"fastest {fastest}: {best['samples_per_s']:.0f} samples/s" + (f", MFU {100 * best['mfu']:.0f}%" if best["mfu"] else "")
     write_result(
-        args.out, "gpu", f"GPU training step ({args.model}, synthetic 3x32x32, batch {args.batch_size})", headline=headline, smoke=args.smoke,
-        goal="(no target) samples/s, GPU-busy share and MFU per setting", goal_met=None, figures=figures,
-        table={"columns": ["amp", "channels_last", "compile", "samples/s", "ms/step", "GPU busy", "TFLOP/s", "MFU", "compile s"], "rows": rows},
-        notes=notes, started=started,
+        args.out,
+        "gpu",
+        f"GPU training step ({args.model}, synthetic 3x32x32, batch {args.batch_size})",
+        headline=headline,
+        smoke=args.smoke,
+        goal="(no target) samples/s, GPU-busy share and MFU per setting",
+        goal_met=None,
+        figures=figures,
+        table={
+            "columns": ["amp", "channels_last", "compile", "samples/s", "ms/step", "GPU busy", "TFLOP/s", "MFU", "compile s"],
+            "rows": rows,
+        },
+        notes=notes,
+        started=started,
     )
 
 

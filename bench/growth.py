@@ -133,26 +133,42 @@ def main(argv: list[str] | None = None) -> None:
         hp = median([window_ms(m["intervals"], lo, hi) for m in runs["hpsearch"]])
         op = median([window_ms(m["intervals"], lo, hi) for m in runs["optuna"]])
         split = {c: median([window_split(m["split"], lo, hi)[c] for m in runs["hpsearch"]]) for c in CATEGORIES}
-        figures[f"at_{label}"] = {"hpsearch_ms_per_trial": hp, "optuna_ms_per_trial": op, "hpsearch_over_optuna": ratio(hp, op), "split_ms": split}
+        figures[f"at_{label}"] = {
+            "hpsearch_ms_per_trial": hp,
+            "optuna_ms_per_trial": op,
+            "hpsearch_over_optuna": ratio(hp, op),
+            "split_ms": split,
+        }
         rows.append([f"trials {lo}-{hi - 1}", f"{hp:.1f}", f"{op:.1f}", f"{ratio(hp, op):.2f}", *(f"{split[c]:.1f}" for c in CATEGORIES)])
     a, b = (figures[f"at_{k}"]["hpsearch_ms_per_trial"] for k in windows)
     figures["growth_ratio"] = ratio(b, a)
     last = figures[f"at_{large}"]["split_ms"]
     hp_own = sum(last[c] for c in ("claim", "reporter", "trial_attrs", "tell", "progress", "other"))
     notes = [
-        (f"Per-trial wall time grows {figures['growth_ratio']:.1f}x from ~{small} to ~{large} trials; "
-        f"at ~{large} trials the sampler takes {last['sampler']:.0f} ms and hpsearch's own steps "
-        f"(claim, reporter, trial attributes, tell, progress, other) {hp_own:.0f} ms of {b:.0f} ms."),
+        (
+            f"Per-trial wall time grows {figures['growth_ratio']:.1f}x from ~{small} to ~{large} trials; "
+            f"at ~{large} trials the sampler takes {last['sampler']:.0f} ms and hpsearch's own steps "
+            f"(claim, reporter, trial attributes, tell, progress, other) {hp_own:.0f} ms of {b:.0f} ms."
+        ),
         "Windows: median of the gaps between consecutive trial ends (ms); split columns: mean ms per trial.",
     ]
     ops = [figures[f"at_{k}"]["optuna_ms_per_trial"] for k in windows]
-    headline = (f"{a:.0f} ms per trial at ~{small} trials, {b:.0f} ms at ~{large} "
-                f"(Optuna script: {ops[0]:.0f} and {ops[1]:.0f} ms); sampler {last['sampler']:.0f} ms of it at ~{large}")
+    headline = (
+        f"{a:.0f} ms per trial at ~{small} trials, {b:.0f} ms at ~{large} "
+        f"(Optuna script: {ops[0]:.0f} and {ops[1]:.0f} ms); sampler {last['sampler']:.0f} ms of it at ~{large}"
+    )
     write_result(
-        args.out, "growth", "Growth: overhead per trial at ~100 and ~1,000 trials", headline=headline, smoke=args.smoke,
-        goal="(no target) report the overhead per trial and where it goes", goal_met=None, figures=figures,
+        args.out,
+        "growth",
+        "Growth: overhead per trial at ~100 and ~1,000 trials",
+        headline=headline,
+        smoke=args.smoke,
+        goal="(no target) report the overhead per trial and where it goes",
+        goal_met=None,
+        figures=figures,
         table={"columns": ["window", "hpsearch ms/trial", "Optuna script ms/trial", "ratio", *CATEGORIES], "rows": rows},
-        notes=notes, started=started,
+        notes=notes,
+        started=started,
     )
 
 

@@ -50,8 +50,7 @@ def write_spec(folder: Path, trials: int) -> Path:
         f"budget: {{trials: {trials}, max_failures: null}}\n"
         f"sampler: {{name: tpe, seed: 0}}\n"
         f"pruner: {{name: median, warmup_epochs: {PRUNER['warmup_epochs']}, startup_trials: {PRUNER['startup_trials']}}}\n"
-        f"fixed: {{epochs: {EPOCHS}}}\n"
-        + SPACE
+        f"fixed: {{epochs: {EPOCHS}}}\n" + SPACE
     )
     return spec
 
@@ -61,8 +60,14 @@ def run_hpsearch(trials: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         spec = write_spec(Path(tmp), trials)
         with Timer() as t:
-            proc = subprocess.run([sys.executable, "-m", "hpsearch.cli", "run", str(spec), "--quiet"], cwd=ROOT,
-                                  capture_output=True, text=True, timeout=3600, check=False)
+            proc = subprocess.run(
+                [sys.executable, "-m", "hpsearch.cli", "run", str(spec), "--quiet"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=3600,
+                check=False,
+            )
     if proc.returncode != 0 or f"{trials} finished" not in proc.stdout:
         raise RuntimeError(f"hpsearch run failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     pruned = int(proc.stdout.split(f"{trials} finished (")[1].split(" pruned")[0])
@@ -125,12 +130,8 @@ def run_optuna(trials: int, wal: bool = False, callbacks: list | None = None) ->
         with Timer() as t, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # group= is experimental: Optuna warns
             sampler = optuna.samplers.TPESampler(seed=0, multivariate=True, group=True)
-            pruner = optuna.pruners.MedianPruner(
-                n_startup_trials=PRUNER["startup_trials"], n_warmup_steps=PRUNER["warmup_epochs"] + 1
-            )
-            study = optuna.create_study(
-                storage=f"sqlite:///{tmp}/study.db", sampler=sampler, pruner=pruner, direction="maximize"
-            )
+            pruner = optuna.pruners.MedianPruner(n_startup_trials=PRUNER["startup_trials"], n_warmup_steps=PRUNER["warmup_epochs"] + 1)
+            study = optuna.create_study(storage=f"sqlite:///{tmp}/study.db", sampler=sampler, pruner=pruner, direction="maximize")
             study.optimize(objective, n_trials=trials, callbacks=callbacks)
         pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in study.get_trials(deepcopy=False))
     return {"wall_s": t.s, "per_trial_ms": 1000 * t.s / trials, "pruned": pruned}
@@ -200,7 +201,11 @@ def in_child(variant: str, trials: int, script: str = __file__) -> dict[str, Any
     """A fresh interpreter per run: hpsearch's SQLite settings are process-wide, and Ray leaves threads behind."""
     proc = subprocess.run(
         [sys.executable, script, "--child", variant, "--trials", str(trials)],
-        capture_output=True, text=True, cwd=ROOT, timeout=3600, check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=3600,
+        check=False,
     )
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -217,8 +222,9 @@ def cli_startup(folder: Path) -> dict[str, Any]:
         subprocess.run([sys.executable, "-m", "hpsearch.cli", "--help"], cwd=ROOT, capture_output=True, check=True)
     spec = write_spec(folder / "cli", 1)
     with Timer() as run_t:
-        proc = subprocess.run([sys.executable, "-m", "hpsearch.cli", "run", str(spec), "--quiet"], cwd=ROOT,
-                              capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "hpsearch.cli", "run", str(spec), "--quiet"], cwd=ROOT, capture_output=True, text=True, check=False
+        )
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr[-2000:])
     return {"help_s": help_t.s, "run_1_trial_s": run_t.s}
@@ -238,8 +244,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.smoke:
         args.trials, args.ray_trials, args.repeats = 3, 0, 1
     names = ("hpsearch", "optuna") if args.smoke else ("hpsearch", "optuna", "optuna_wal")  # smoke: seconds, not figures
-    variants = {name: (lambda r, name=name: run_hpsearch(args.trials) if name == "hpsearch" else run_script(name, args.trials))
-                for name in names}
+    variants = {
+        name: (lambda r, name=name: run_hpsearch(args.trials) if name == "hpsearch" else run_script(name, args.trials)) for name in names
+    }
     if args.ray_trials:
         variants["ray"] = lambda r: run_ray(args.ray_trials)
     runs = interleave(variants, args.repeats)
@@ -269,17 +276,25 @@ def report(args: Any, runs: dict[str, list[dict]], startup: dict[str, float], st
         "cli_help_s": startup["help_s"],
         "cli_run_1_trial_s": startup["run_1_trial_s"],
     }
-    labels = {"hpsearch": "`hpsearch run` (whole process)", "optuna": "Optuna script (SQLite defaults)", "optuna_wal": "Optuna script + WAL, synchronous=NORMAL"}
+    labels = {
+        "hpsearch": "`hpsearch run` (whole process)",
+        "optuna": "Optuna script (SQLite defaults)",
+        "optuna_wal": "Optuna script + WAL, synchronous=NORMAL",
+    }
     rows = [[labels[k], args.trials, f"{wall[k]:.2f}", f"{per_trial[k]:.1f}", f"{ratio(wall['hpsearch'], wall[k]):.2f}"] for k in labels]
     goal_met = vs_optuna <= 1.25
     notes = [
         f"Medians of {args.repeats} interleaved runs of {args.trials} trials ({EPOCHS} reports each), each a whole process "
         f"timed from outside (start-up and imports included); last column: hpsearch's wall time / that runner's.",
-        (f"Against the Optuna script with hpsearch's storage settings hpsearch takes {vs_wal:.2f}x: the cost of its own "
-        f"per-trial work (claiming under a lock, heartbeats, TensorBoard files, trial attributes, progress); against the "
-        f"script as written it takes {vs_optuna:.2f}x, WAL and fewer fsyncs {'more than paying for' if vs_optuna < 1 else 'offsetting part of'} that."),
-        (f"`hpsearch --help` takes {startup['help_s']:.2f} s; `hpsearch run` of a 1-trial study takes "
-        f"{startup['run_1_trial_s']:.2f} s, nearly all of it interpreter start and imports."),
+        (
+            f"Against the Optuna script with hpsearch's storage settings hpsearch takes {vs_wal:.2f}x: the cost of its own "
+            f"per-trial work (claiming under a lock, heartbeats, TensorBoard files, trial attributes, progress); against the "
+            f"script as written it takes {vs_optuna:.2f}x, WAL and fewer fsyncs {'more than paying for' if vs_optuna < 1 else 'offsetting part of'} that."
+        ),
+        (
+            f"`hpsearch --help` takes {startup['help_s']:.2f} s; `hpsearch run` of a 1-trial study takes "
+            f"{startup['run_1_trial_s']:.2f} s, nearly all of it interpreter start and imports."
+        ),
     ]
     if "ray" in runs:
         ray_trial = median([m["per_trial_ms"] for m in runs["ray"]])
@@ -290,24 +305,39 @@ def report(args: Any, runs: dict[str, list[dict]], startup: dict[str, float], st
             ray_import_s=median([m["import_s"] for m in runs["ray"]]),
             ray_over_hpsearch_per_trial=ratio(ray_trial, hp_trial),
         )
-        rows.append(["Ray Tune (defaults)", args.ray_trials, f"{median([m['fit_s'] for m in runs['ray']]):.2f} (+{figures['ray_init_s']:.1f} init)",
-                     f"{ray_trial:.1f}", f"1/{ratio(ray_trial, hp_trial):.1f} per trial"])
+        rows.append(
+            [
+                "Ray Tune (defaults)",
+                args.ray_trials,
+                f"{median([m['fit_s'] for m in runs['ray']]):.2f} (+{figures['ray_init_s']:.1f} init)",
+                f"{ray_trial:.1f}",
+                f"1/{ratio(ray_trial, hp_trial):.1f} per trial",
+            ]
+        )
         goal_met = goal_met and figures["ray_over_hpsearch_per_trial"] >= 10
         notes.append(
             f"Ray Tune per-trial overhead is {figures['ray_over_hpsearch_per_trial']:.1f}x hpsearch's "
             f"(Tuner.fit wall / trials, as many trials at once as cores ({os.cpu_count()}) by default; ray.init excluded, "
             f"{figures['ray_init_s']:.1f} s)."
         )
-    headline = (f"hpsearch {vs_optuna:.2f}x the Optuna script's wall time ({vs_wal:.2f}x the script given hpsearch's "
-                f"SQLite settings; {hp_trial:.0f} ms per trial)")
+    headline = (
+        f"hpsearch {vs_optuna:.2f}x the Optuna script's wall time ({vs_wal:.2f}x the script given hpsearch's "
+        f"SQLite settings; {hp_trial:.0f} ms per trial)"
+    )
     if "ray" in runs:
         headline += f"; Ray Tune's per-trial overhead {figures['ray_over_hpsearch_per_trial']:.0f}x hpsearch's"
     write_result(
-        args.out, "orchestration", "Orchestration overhead (trivial objective)", headline=headline, smoke=args.smoke,
+        args.out,
+        "orchestration",
+        "Orchestration overhead (trivial objective)",
+        headline=headline,
+        smoke=args.smoke,
         goal="hpsearch wall ≤ 1.25× the raw Optuna script; ≥ 10× less per-trial overhead than Ray Tune's defaults",
-        goal_met=goal_met if not args.smoke else None, figures=figures,
+        goal_met=goal_met if not args.smoke else None,
+        figures=figures,
         table={"columns": ["runner", "trials", "wall s (median)", "ms per trial", "hpsearch / runner"], "rows": rows},
-        notes=notes, started=started,
+        notes=notes,
+        started=started,
     )
 
 

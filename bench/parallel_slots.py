@@ -30,10 +30,31 @@ from common import ROOT, TOY, Timer, interleave, median, parser, ratio, write_re
 
 def run_cli(workers: int, trials: int, epochs: int, folder: Path, extra: list[str], omp_passive: bool) -> dict[str, Any]:
     study = f"slots{workers}-{time.monotonic_ns()}"
-    sets = [f"fixed.epochs={epochs}", "fixed.threads=null", "pruner.name=none", "budget.timeout=36000",
-            "space.batch_size=64", "space.accum_steps=1", *extra]
-    cmd = [sys.executable, "-m", "hpsearch.cli", "run", str(ROOT / "spaces" / "quickstart.yaml"), "--quiet",
-           "--workers", str(workers), "--trials", str(trials), "--study", study, "--output", str(folder)]
+    sets = [
+        f"fixed.epochs={epochs}",
+        "fixed.threads=null",
+        "pruner.name=none",
+        "budget.timeout=36000",
+        "space.batch_size=64",
+        "space.accum_steps=1",
+        *extra,
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "hpsearch.cli",
+        "run",
+        str(ROOT / "spaces" / "quickstart.yaml"),
+        "--quiet",
+        "--workers",
+        str(workers),
+        "--trials",
+        str(trials),
+        "--study",
+        study,
+        "--output",
+        str(folder),
+    ]
     cmd += [arg for s in sets for arg in ("--set", s)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if omp_passive:
@@ -66,32 +87,63 @@ def main(argv: list[str] | None = None) -> None:
     extra: list[str] = []
     if args.smoke:
         args.trials, args.epochs, args.repeats = 2, 1, 1
-        extra = [f"objective={TOY}:objective", "metric=val_acc", "direction=maximize"]  # no torch: the smoke run checks the plumbing, in seconds
+        extra = [
+            f"objective={TOY}:objective",
+            "metric=val_acc",
+            "direction=maximize",
+        ]  # no torch: the smoke run checks the plumbing, in seconds
     with tempfile.TemporaryDirectory() as tmp:
         runs = interleave(
-            {f"{n} slot{'s' if n > 1 else ''}": (lambda r, n=n: run_cli(n, args.trials, args.epochs, Path(tmp), extra, not args.omp_default))
-             for n in (1, 2)},
+            {
+                f"{n} slot{'s' if n > 1 else ''}": (
+                    lambda r, n=n: run_cli(n, args.trials, args.epochs, Path(tmp), extra, not args.omp_default)
+                )
+                for n in (1, 2)
+            },
             args.repeats,
         )
     one, two = (median([m["steady_trials_per_hour"] for m in runs[k]]) for k in ("1 slot", "2 slots"))
     speedup = ratio(two, one)
     e2e = ratio(*(median([m["trials_per_hour"] for m in runs[k]]) for k in ("2 slots", "1 slot")))
-    figures = {"trials": args.trials, "epochs": args.epochs, "repeats": args.repeats, "cores": os.cpu_count(),
-               "omp_wait_policy": None if args.omp_default else "PASSIVE",
-               "trials_per_hour_1_slot": one, "trials_per_hour_2_slots": two, "speedup": speedup, "speedup_end_to_end": e2e}
-    rows = [[k, f"{median([m['wall_s'] for m in v]):.0f}", f"{median([m['trials_per_hour'] for m in v]):.0f}",
-             f"{median([m['steady_trials_per_hour'] for m in v]):.0f}"] for k, v in runs.items()]
+    figures = {
+        "trials": args.trials,
+        "epochs": args.epochs,
+        "repeats": args.repeats,
+        "cores": os.cpu_count(),
+        "omp_wait_policy": None if args.omp_default else "PASSIVE",
+        "trials_per_hour_1_slot": one,
+        "trials_per_hour_2_slots": two,
+        "speedup": speedup,
+        "speedup_end_to_end": e2e,
+    }
+    rows = [
+        [
+            k,
+            f"{median([m['wall_s'] for m in v]):.0f}",
+            f"{median([m['trials_per_hour'] for m in v]):.0f}",
+            f"{median([m['steady_trials_per_hour'] for m in v]):.0f}",
+        ]
+        for k, v in runs.items()
+    ]
     notes = [
-        (f"Medians of {args.repeats} interleaved runs of {args.trials} trials x {args.epochs} epochs. Steady state: trials per "
-         f"hour from the first trial's start to the last trial's end (what a long search gets); end to end: trials / wall time "
-         f"of the command, start-up included ({e2e:.2f}x)."),
+        (
+            f"Medians of {args.repeats} interleaved runs of {args.trials} trials x {args.epochs} epochs. Steady state: trials per "
+            f"hour from the first trial's start to the last trial's end (what a long search gets); end to end: trials / wall time "
+            f"of the command, start-up included ({e2e:.2f}x)."
+        ),
     ]
     write_result(
-        args.out, "parallel_slots", "Parallel trial slots (1 vs 2 on 2 cores)",
-        headline=f"2 slots: {speedup:.2f}x the trials per hour of 1 slot in steady state ({e2e:.2f}x end to end)", smoke=args.smoke,
-        goal="≥ 1.6× the trials per hour with 2 slots", goal_met=speedup >= 1.6 if not args.smoke else None,
-        figures=figures, table={"columns": ["slots", "wall s", "trials per hour, end to end", "trials per hour, steady state"], "rows": rows},
-        notes=notes, started=started,
+        args.out,
+        "parallel_slots",
+        "Parallel trial slots (1 vs 2 on 2 cores)",
+        headline=f"2 slots: {speedup:.2f}x the trials per hour of 1 slot in steady state ({e2e:.2f}x end to end)",
+        smoke=args.smoke,
+        goal="≥ 1.6× the trials per hour with 2 slots",
+        goal_met=speedup >= 1.6 if not args.smoke else None,
+        figures=figures,
+        table={"columns": ["slots", "wall s", "trials per hour, end to end", "trials per hour, steady state"], "rows": rows},
+        notes=notes,
+        started=started,
     )
 
 

@@ -63,14 +63,30 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--storage", help="study storage URL (default: sqlite file under the output folder)")
     p.add_argument("--study", help="study name (default: the spec's study:)")
     p.add_argument("--output", help="output folder (default: the spec's output:)")
-    p.add_argument("--set", dest="overrides", action="append", type=key_value, default=[], metavar="KEY.PATH=VALUE",
-                   help="override a spec value, e.g. --set budget.trials=10 --set fixed.epochs=3 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override a spec value, e.g. --set budget.trials=10 --set fixed.epochs=3 (repeatable)",
+    )
 
 
 def spec_overrides(args: argparse.Namespace) -> list[str]:
-    flags = {"storage": "storage", "study": "study", "output": "output", "trials": "budget.trials",
-             "timeout": "budget.timeout", "max_failures": "budget.max_failures", "backend": "backend",
-             "workers": "resources.workers", "gpus": "resources.gpus", "address": "ray.address"}
+    flags = {
+        "storage": "storage",
+        "study": "study",
+        "output": "output",
+        "trials": "budget.trials",
+        "timeout": "budget.timeout",
+        "max_failures": "budget.max_failures",
+        "backend": "backend",
+        "workers": "resources.workers",
+        "gpus": "resources.gpus",
+        "address": "ray.address",
+    }
     extra = [f"{key}={getattr(args, name)}" for name, key in flags.items() if getattr(args, name, None) is not None]
     return list(args.overrides) + extra
 
@@ -103,7 +119,9 @@ def resume_anyway(spec: Spec, args: argparse.Namespace) -> None:
 
         changed = adopt_definition(spec)
         if changed:
-            print(f"warning: {spec.study}: continuing with another definition ({RESUME_ANYWAY_FLAG}): {'; '.join(changed)}", file=sys.stderr)
+            print(
+                f"warning: {spec.study}: continuing with another definition ({RESUME_ANYWAY_FLAG}): {'; '.join(changed)}", file=sys.stderr
+            )
 
 
 def ending(summary: Summary) -> int:
@@ -188,8 +206,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"training {result.reason} after {result.epochs} epochs; see {run_dir}", file=sys.stderr)
         return 1
     print("final: " + " ".join(f"{k}={fmt(v)}" for k, v in result.metrics.items()))
-    print(f"wrote {run_dir / 'metrics.json'}" + (f" and {run_dir / 'model.pt'}" if (run_dir / "model.pt").exists() else "")
-          + f"; TensorBoard: tensorboard --logdir {run_dir}")
+    print(
+        f"wrote {run_dir / 'metrics.json'}"
+        + (f" and {run_dir / 'model.pt'}" if (run_dir / "model.pt").exists() else "")
+        + f"; TensorBoard: tensorboard --logdir {run_dir}"
+    )
     return 0
 
 
@@ -202,8 +223,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     header, rows = results.promote_table(done.candidates, done.metric, done.winner)
     results.print_table(header, rows, title=f"{spec.study}: {len(done.candidates)} configs x {args.seeds} seeds (* = promoted)")
     w = done.winner
-    print(f"promoted trial {w.trial.number}: {done.metric} {fmt(w.mean)} ± {fmt(w.std)} "
-          f"over {len(w.values)} seeds -> {done.out}")
+    print(f"promoted trial {w.trial.number}: {done.metric} {fmt(w.mean)} ± {fmt(w.std)} over {len(w.values)} seeds -> {done.out}")
     print(f"train it: hpsearch train {done.out}")
     return 0
 
@@ -231,8 +251,12 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def add_resume_anyway(p: argparse.ArgumentParser) -> None:
-    p.add_argument(RESUME_ANYWAY_FLAG, dest="resume_anyway", action="store_true",
-                   help="continue the stored study although the spec changed its objective, metric or fixed: values")
+    p.add_argument(
+        RESUME_ANYWAY_FLAG,
+        dest="resume_anyway",
+        action="store_true",
+        help="continue the stored study although the spec changed its objective, metric or fixed: values",
+    )
 
 
 def gpu_list(text: str) -> str:
@@ -245,7 +269,9 @@ def gpu_list(text: str) -> str:
 
 
 def add_scale_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=positive_int, help="trial slots on this machine, each its own process (default: one per GPU share, 1 on CPU)")
+    p.add_argument(
+        "--workers", type=positive_int, help="trial slots on this machine, each its own process (default: one per GPU share, 1 on CPU)"
+    )
     p.add_argument("--gpus", type=gpu_list, help="device indices for the slots, e.g. 0,2,3 (default: all visible)")
 
 
@@ -253,14 +279,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
     spec = load(args, prepare=True)
     resume_anyway(spec, args)
     if spec.backend != "optuna":
-        raise UserError(f"{spec.path}: backend: {spec.backend}: `hpsearch worker` joins an Optuna study; a {spec.backend} "
-                        f"study is scheduled by its own cluster: run `hpsearch run {spec.path}` (ray.address joins an existing cluster), "
-                        f"or add --set backend=optuna to run Optuna workers on this study")
+        raise UserError(
+            f"{spec.path}: backend: {spec.backend}: `hpsearch worker` joins an Optuna study; a {spec.backend} "
+            f"study is scheduled by its own cluster: run `hpsearch run {spec.path}` (ray.address joins an existing cluster), "
+            f"or add --set backend=optuna to run Optuna workers on this study"
+        )
     from hpsearch.backends.optuna import machine_salt, run
 
     summary = run(spec, quiet=args.quiet, seed_salt=machine_salt())
-    print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; "
-          f"this worker ran {summary.ran}; best {summary.best}")
+    print(
+        f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; "
+        f"this worker ran {summary.ran}; best {summary.best}"
+    )
     return ending(summary)
 
 
@@ -301,8 +331,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="check a spec; print the space and a few sampled configs")
     add_spec_args(p)
-    p.add_argument("--samples", type=positive_int, default=20,
-                   help="sampled configs to check with the objective's validate hook (default 20; the first 3 are printed)")
+    p.add_argument(
+        "--samples",
+        type=positive_int,
+        default=20,
+        help="sampled configs to check with the objective's validate hook (default 20; the first 3 are printed)",
+    )
     p.set_defaults(func=cmd_validate)
 
     # -- study results and training runs (best, trials, export, train, promote, report, dashboard) --
@@ -330,8 +364,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train an exported config (no pruning, checkpoints, resumes when run again)")
     p.add_argument("config", help="the exported config (hpsearch export SPEC -o best.yaml)")
     p.add_argument("-o", "--out", help="run folder (default: <output>/train/<study>-trial<N>/)")
-    p.add_argument("--set", dest="overrides", action="append", type=key_value, default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set epochs=50 (repeatable)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set epochs=50 (repeatable)",
+    )
     p.add_argument("--fresh", action="store_true", help="discard the run folder's checkpoint and results and start over")
     p.add_argument("--quiet", action="store_true", help="no per-epoch lines")
     p.set_defaults(func=cmd_train)

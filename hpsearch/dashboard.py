@@ -1,6 +1,6 @@
 """Serve optuna-dashboard on a study's storage.
 
-    python -m hpsearch.dashboard sqlite:///runs/quickstart.db [--host 127.0.0.1] [--port 8080]
+python -m hpsearch.dashboard sqlite:///runs/quickstart.db [--host 127.0.0.1] [--port 8080]
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ def check_address(host: str, port: int) -> None:
     try:
         family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except socket.gaierror as exc:
-        raise UserError(f"--host {host}: not an address or a name of this machine ({exc.strerror}); "
-                        "use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)") from None
+        raise UserError(
+            f"--host {host}: not an address or a name of this machine ({exc.strerror}); "
+            "use 127.0.0.1 (this machine only) or 0.0.0.0 (every interface)"
+        ) from None
     with socket.socket(family, kind, proto) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as wsgiref's server does
         try:
@@ -71,8 +73,10 @@ def _bind_problem(exc: OSError, host: str, port: int, family: int) -> str:
         free = free_port(host, family, near=port)
         return f"--port {port}: {host}:{port} is already in use (another dashboard?); port {free} is free: --port {free}"
     if exc.errno == errno.EADDRNOTAVAIL:
-        return (f"--host {host}: not an address of this machine; use 127.0.0.1 (this machine only), "
-                "0.0.0.0 (every interface) or one of this machine's addresses")
+        return (
+            f"--host {host}: not an address of this machine; use 127.0.0.1 (this machine only), "
+            "0.0.0.0 (every interface) or one of this machine's addresses"
+        )
     if exc.errno == errno.EACCES:
         return f"--port {port}: ports below 1024 need root; use one above, e.g. --port 8080"
     return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
@@ -92,12 +96,11 @@ def free_port(host: str, family: int, near: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hpsearch.dashboard", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m hpsearch.dashboard", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("storage_url", help="Optuna storage, e.g. sqlite:///runs/study.db")
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to bind; 0.0.0.0 exposes it to the network "
-                        "(default: %(default)s)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind; 0.0.0.0 exposes it to the network (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8080, help="TCP port (default: %(default)s)")
     args = parser.parse_args(argv)
     try:

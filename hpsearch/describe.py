@@ -60,8 +60,10 @@ class Check:
     example: dict[str, str] = field(default_factory=dict)  # masked problem -> the first message as given
 
     def lines(self) -> list[str]:
-        return [f"{n} of {self.sampled}: {self.example[why]}" + (f" (and {n - 1} more like it)" if n > 1 else "")
-                for why, n in self.reasons.most_common()]
+        return [
+            f"{n} of {self.sampled}: {self.example[why]}" + (f" (and {n - 1} more like it)" if n > 1 else "")
+            for why, n in self.reasons.most_common()
+        ]
 
 
 def check_samples(spec: Spec, configs: list[dict[str, Any]]) -> Check:
@@ -86,8 +88,12 @@ def validate_spec(spec: Spec, samples: int = 20) -> str:
     configs = sample_configs(spec, samples)
     check = check_samples(spec, configs)
     if check.sampled and check.rejected == check.sampled:
-        raise SpecError([f"{spec.path}: all {check.sampled} sampled configs would be rejected by objective {spec.objective}: {line}"
-                         for line in check.lines()])
+        raise SpecError(
+            [
+                f"{spec.path}: all {check.sampled} sampled configs would be rejected by objective {spec.objective}: {line}"
+                for line in check.lines()
+            ]
+        )
     return describe_spec(spec, configs[:SHOWN], check)
 
 

@@ -107,8 +107,10 @@ def threads_notice(fixed: dict[str, Any], slots: list[Slot], cores: int) -> str 
     if not slots or isinstance(asked, bool) or not isinstance(asked, int) or asked <= slots[0].threads:
         return None
     share = slots[0].threads
-    return (f"fixed.threads={asked} would oversubscribe {len(slots)} slot(s) on {cores} core(s): each trial runs "
-            f"{share} thread{'s' if share > 1 else ''} (resources.cpus_per_trial sets the share)")
+    return (
+        f"fixed.threads={asked} would oversubscribe {len(slots)} slot(s) on {cores} core(s): each trial runs "
+        f"{share} thread{'s' if share > 1 else ''} (resources.cpus_per_trial sets the share)"
+    )
 
 
 def slots_for(resources: Resources) -> list[Slot]:

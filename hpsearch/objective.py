@@ -52,7 +52,9 @@ def import_file(path: str, base_dir: Path | None) -> ModuleType:
     """A relative path is relative to ``base_dir`` (a spec's folder), else to the current folder."""
     found = Path(path) if Path(path).is_absolute() else (base_dir or Path.cwd()) / path
     if not found.is_file():
-        where = "; a relative path in a spec is relative to the spec's folder" if base_dir is not None and not Path(path).is_absolute() else ""
+        where = (
+            "; a relative path in a spec is relative to the spec's folder" if base_dir is not None and not Path(path).is_absolute() else ""
+        )
         raise ValueError(f"file not found: {path} (looked for {os.path.normpath(found.absolute())}{where})")
     name = f"hpsearch_user_{abs(hash(str(found.resolve())))}"
     if name in sys.modules:

@@ -89,7 +89,9 @@ def _nsga2(spec: Spec, seed: int | None) -> BaseSampler:
 
 
 SAMPLERS: dict[str, Entry[BaseSampler]] = {
-    "tpe": Entry("tree-structured Parzen estimator, multivariate over conditional groups; random for the first `startup_trials` (default)", _tpe),
+    "tpe": Entry(
+        "tree-structured Parzen estimator, multivariate over conditional groups; random for the first `startup_trials` (default)", _tpe
+    ),
     "random": Entry("independent uniform (or log-uniform) draws", _random),
     "grid": Entry("every combination; needs choices, int ranges or stepped floats, no conditional options", _grid),
     "cmaes": Entry("CMA-ES over the numeric parameters (categorical ones sampled independently)", _cmaes),
@@ -136,7 +138,9 @@ def _hyperband(spec: Spec) -> BasePruner:
 
     p = spec.pruner
     max_epochs = p.max_epochs or spec.fixed.get("epochs") or "auto"
-    return optuna.pruners.HyperbandPruner(min_resource=max(1, p.warmup_epochs), max_resource=max_epochs, reduction_factor=p.reduction_factor or 3)
+    return optuna.pruners.HyperbandPruner(
+        min_resource=max(1, p.warmup_epochs), max_resource=max_epochs, reduction_factor=p.reduction_factor or 3
+    )
 
 
 def _no_pruner(spec: Spec) -> BasePruner:
@@ -146,15 +150,25 @@ def _no_pruner(spec: Spec) -> BasePruner:
 
 
 PRUNERS: dict[str, Entry[BasePruner]] = {
-    "median": Entry("stop a trial worse than the median of earlier trials at the same epoch, after `warmup_epochs`, once `startup_trials` finished (default)", _median),
+    "median": Entry(
+        "stop a trial worse than the median of earlier trials at the same epoch, after `warmup_epochs`, once `startup_trials` finished (default)",
+        _median,
+    ),
     "percentile": Entry("as median, at `percentile` instead of the 50th", _percentile),
-    "successive_halving": Entry("asynchronous successive halving: rungs from `warmup_epochs` on, each keeps the best 1/`reduction_factor` (default 4)", _successive_halving),
-    "hyperband": Entry("Hyperband: successive halving in several brackets up to `max_epochs` (default `fixed.epochs`), `reduction_factor` default 3", _hyperband),
+    "successive_halving": Entry(
+        "asynchronous successive halving: rungs from `warmup_epochs` on, each keeps the best 1/`reduction_factor` (default 4)",
+        _successive_halving,
+    ),
+    "hyperband": Entry(
+        "Hyperband: successive halving in several brackets up to `max_epochs` (default `fixed.epochs`), `reduction_factor` default 3",
+        _hyperband,
+    ),
     "none": Entry("every trial runs all its epochs", _no_pruner),
 }
 
 
 # ---------------------------------------------------------------------------- backends
+
 
 @dataclass(frozen=True)
 class Backend:
@@ -163,8 +177,10 @@ class Backend:
 
 
 BACKENDS: dict[str, Backend] = {
-    "optuna": Backend("embedded (default): this process, its slots and `hpsearch worker`s claim trials from the study's storage",
-                      "hpsearch.backends.optuna"),
+    "optuna": Backend(
+        "embedded (default): this process, its slots and `hpsearch worker`s claim trials from the study's storage",
+        "hpsearch.backends.optuna",
+    ),
     "ray": Backend("Ray Tune on a local or existing cluster; trials recorded in the same Optuna storage", "hpsearch.backends.ray"),
 }
 
@@ -212,12 +228,20 @@ def _fifo(spec: Spec, kit: RayKit) -> TrialScheduler:
 
 
 RAY_SCHEDULERS: dict[str, Entry[TrialScheduler]] = {
-    "asha": Entry("asynchronous successive halving (default): first rung after `pruner.warmup_epochs` + 1 epochs, keeps 1/`pruner.reduction_factor` (default 3)", _asha),
-    "hyperband": Entry("synchronous HyperBand up to `pruner.max_epochs` (default `fixed.epochs`); paused trials resume from their checkpoint", _ray_hyperband),
+    "asha": Entry(
+        "asynchronous successive halving (default): first rung after `pruner.warmup_epochs` + 1 epochs, keeps 1/`pruner.reduction_factor` (default 3)",
+        _asha,
+    ),
+    "hyperband": Entry(
+        "synchronous HyperBand up to `pruner.max_epochs` (default `fixed.epochs`); paused trials resume from their checkpoint",
+        _ray_hyperband,
+    ),
     "median": Entry("median stopping rule after the warmup epochs, once `pruner.startup_trials` trials report", _ray_median),
-    "pbt": Entry("population-based training: every `ray.perturbation_interval` epochs the worst quarter copies a better trial's "
-                 "checkpoint (`reporter.save_checkpoint`/`load_checkpoint`) and perturbs its top-level parameters",
-                 lambda spec, kit: kit.pbt()),
+    "pbt": Entry(
+        "population-based training: every `ray.perturbation_interval` epochs the worst quarter copies a better trial's "
+        "checkpoint (`reporter.save_checkpoint`/`load_checkpoint`) and perturbs its top-level parameters",
+        lambda spec, kit: kit.pbt(),
+    ),
     "fifo": Entry("none (also what several metrics get)", _fifo),
 }
 
@@ -228,7 +252,12 @@ def table(kind: Mapping[str, Entry[Any] | Backend], key: str) -> str:
     return "\n".join([f"| `{key}` | what it does |", "|---|---|", *rows])
 
 
-TABLES: dict[str, Mapping[str, Entry[Any] | Backend]] = {"sampler.name": SAMPLERS, "pruner.name": PRUNERS, "backend": BACKENDS, "ray.scheduler": RAY_SCHEDULERS}
+TABLES: dict[str, Mapping[str, Entry[Any] | Backend]] = {
+    "sampler.name": SAMPLERS,
+    "pruner.name": PRUNERS,
+    "backend": BACKENDS,
+    "ray.scheduler": RAY_SCHEDULERS,
+}
 
 
 if __name__ == "__main__":  # python -m hpsearch.registry: the README's tables

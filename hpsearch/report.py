@@ -38,8 +38,7 @@ STATE_COLOURS = {  # learning-curve colour per TrialState name
     "RUNNING": "#7f7f7f",
 }
 # Points and bars per option: tab10 without red and grey, blue last (optuna's contours are blue).
-OPTION_COLOURS = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-                  "#1f77b4")
+OPTION_COLOURS = ("#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22", "#1f77b4")
 ALL_TRIALS_COLOUR = "#444444"  # the importance bars over all trials
 PRUNED_COLOUR = "#b8b8b8"
 PNG_DPI = 100  # optuna's 6.4 x 4.8 in figures -> about 640 x 480 px
@@ -191,8 +190,7 @@ def _parallel_note(ctx: _Context) -> str | None:
     hidden = [p for p in ctx.top_params if p not in _focus(ctx, PARALLEL_PARAMS)]
     if not hidden:
         return None
-    return (f"top {PARALLEL_PARAMS} of {len(ctx.top_params)} parameters by importance; "
-            f"not drawn: {', '.join(hidden)}")
+    return f"top {PARALLEL_PARAMS} of {len(ctx.top_params)} parameters by importance; not drawn: {', '.join(hidden)}"
 
 
 def _parallel_title(ctx: _Context, kwargs: dict[str, Any]) -> str:
@@ -223,8 +221,7 @@ def _colour_curves_plotly(fig: Any, ctx: _Context, kwargs: dict[str, Any]) -> No
             name=state.lower(),
         )
         shown.add(state)
-    fig.update_layout(title="Learning curves", showlegend=True, xaxis_title="epoch",
-                      yaxis_title=ctx.metric_names[0])
+    fig.update_layout(title="Learning curves", showlegend=True, xaxis_title="epoch", yaxis_title=ctx.metric_names[0])
 
 
 def _colour_curves_matplotlib(ax: Any, ctx: _Context, kwargs: dict[str, Any]) -> None:
@@ -238,8 +235,7 @@ def _colour_curves_matplotlib(ax: Any, ctx: _Context, kwargs: dict[str, Any]) ->
         line.set_linestyle(":" if state == "PRUNED" else "-")
         present.add(state)
     handles = [
-        Line2D([], [], color=colour, linestyle=":" if state == "PRUNED" else "-",
-               label=state.lower())
+        Line2D([], [], color=colour, linestyle=":" if state == "PRUNED" else "-", label=state.lower())
         for state, colour in STATE_COLOURS.items()
         if state in present
     ]
@@ -293,13 +289,10 @@ def _flatten(study: optuna.Study) -> _Flat:
     return _Flat(flat, merged, _in_space_order(list(options), trials))
 
 
-def _in_space_order(
-    options: list[tuple[str, Any]], trials: list[FrozenTrial]
-) -> list[tuple[str, Any]]:
+def _in_space_order(options: list[tuple[str, Any]], trials: list[FrozenTrial]) -> list[tuple[str, Any]]:
     """(choice, option) pairs grouped by choice, options in the order the space lists them."""
     choices = list(dict.fromkeys(c for c, _ in options))
-    listed = {c: list(getattr(t.distributions[c], "choices", ())) for t in trials
-              for c in choices if c in t.params}
+    listed = {c: list(getattr(t.distributions[c], "choices", ())) for t in trials for c in choices if c in t.params}
 
     def position(option: tuple[str, Any]) -> tuple[int, int]:
         choice, value = option
@@ -316,7 +309,7 @@ def _under_option(path: str, params: dict[str, Any]) -> tuple[str, str] | None:
     if not prefixes:
         return None
     prefix = max(prefixes, key=len)  # the innermost choice when choices nest
-    return prefixes[prefix], path[len(prefix):]
+    return prefixes[prefix], path[len(prefix) :]
 
 
 def _merge_distributions(dists: list[BaseDistribution]) -> BaseDistribution | None:
@@ -350,10 +343,17 @@ def _renamed(t: FrozenTrial, rename: dict[str, tuple[str, BaseDistribution]]) ->
         params[name] = float(value) if isinstance(dist, FloatDistribution) else value
         dists[name] = dist
     return FrozenTrial(
-        number=t.number, state=t.state, value=None, values=t.values,
-        datetime_start=t.datetime_start, datetime_complete=t.datetime_complete,
-        params=params, distributions=dists, user_attrs=t.user_attrs,
-        system_attrs=t.system_attrs, intermediate_values=t.intermediate_values,
+        number=t.number,
+        state=t.state,
+        value=None,
+        values=t.values,
+        datetime_start=t.datetime_start,
+        datetime_complete=t.datetime_complete,
+        params=params,
+        distributions=dists,
+        user_attrs=t.user_attrs,
+        system_attrs=t.system_attrs,
+        intermediate_values=t.intermediate_values,
         trial_id=t._trial_id,
     )
 
@@ -361,25 +361,19 @@ def _renamed(t: FrozenTrial, rename: dict[str, tuple[str, BaseDistribution]]) ->
 # ---- importances -----------------------------------------------------------------------------
 
 
-def _importance_groups(
-    flat: _Flat, metric_names: list[str]
-) -> tuple[list[_Importances], list[tuple[str, str]]]:
+def _importance_groups(flat: _Flat, metric_names: list[str]) -> tuple[list[_Importances], list[tuple[str, str]]]:
     """Importances over all completed trials for each metric, and for the first metric per
     option that has parameters of its own; plus (trials, reason) for each set left out."""
     completed = flat.study.get_trials(deepcopy=False, states=_complete())
-    sets: list[tuple[str, int, list[FrozenTrial], set[str], int]] = [
-        ("all", i, completed, set(), 2) for i in range(len(metric_names))
-    ]
+    sets: list[tuple[str, int, list[FrozenTrial], set[str], int]] = [("all", i, completed, set(), 2) for i in range(len(metric_names))]
     sets[1:1] = [  # the first metric's option sets right after its "all"
-        (f"{choice}={option}", 0, [t for t in completed if t.params.get(choice) == option],
-         {choice}, OPTION_MIN_TRIALS)
+        (f"{choice}={option}", 0, [t for t in completed if t.params.get(choice) == option], {choice}, OPTION_MIN_TRIALS)
         for choice, option in flat.options
     ]
     groups, skips = [], []
     for label, i, trials, exclude, minimum in sets:
         if len(trials) < minimum:
-            result: dict[str, float] | str = (
-                f"needs at least {minimum} completed trials, has {len(trials)}")
+            result: dict[str, float] | str = f"needs at least {minimum} completed trials, has {len(trials)}"
         else:
             result = _scores(flat.study, trials, i, exclude)
         if isinstance(result, str):
@@ -395,18 +389,14 @@ def _complete() -> tuple[Any, ...]:
     return (TrialState.COMPLETE,)
 
 
-def _scores(
-    study: optuna.Study, trials: list[FrozenTrial], objective: int, exclude: set[str]
-) -> dict[str, float] | str:
+def _scores(study: optuna.Study, trials: list[FrozenTrial], objective: int, exclude: set[str]) -> dict[str, float] | str:
     """fANOVA importances over the parameters every trial sampled from one distribution."""
     import optuna
     from optuna.importance import FanovaImportanceEvaluator, get_param_importances
 
     first = trials[0].distributions
     params = [
-        name for name, d in first.items()
-        if name not in exclude and not d.single()
-        and all(t.distributions.get(name) == d for t in trials)
+        name for name, d in first.items() if name not in exclude and not d.single() and all(t.distributions.get(name) == d for t in trials)
     ]
     if not params:
         return "no parameter is sampled in every one of these trials"
@@ -414,8 +404,10 @@ def _scores(
     subset.add_trials(trials)
     try:
         scores = get_param_importances(
-            subset, evaluator=FanovaImportanceEvaluator(seed=0),  # seeded: same ranking each run
-            params=params, target=_objective(objective),
+            subset,
+            evaluator=FanovaImportanceEvaluator(seed=0),  # seeded: same ranking each run
+            params=params,
+            target=_objective(objective),
         )
     except (ValueError, RuntimeError) as e:
         return str(e)
@@ -426,8 +418,7 @@ def _write_importances(ctx: _Context, path: Path) -> None:
     data = {
         "evaluator": "fanova",
         "merged": {name: m.paths for name, m in ctx.flat.merged.items()},
-        "groups": [{"trials": g.trials, "metric": g.metric, "completed": g.completed,
-                    "importances": g.scores} for g in ctx.importances],
+        "groups": [{"trials": g.trials, "metric": g.metric, "completed": g.completed, "importances": g.scores} for g in ctx.importances],
         "skipped": [{"trials": label, "reason": reason} for label, reason in ctx.importance_skips],
     }
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
@@ -437,8 +428,7 @@ def _groups_for(ctx: _Context, metric: str) -> list[_Importances]:
     """The sets drawn for one metric: all trials, and each option of the main choice (more
     sets make the bars unreadable; the index table has every set)."""
     main = _colour_by(ctx, ctx.top_params)
-    groups = [g for g in ctx.importances if g.metric == metric
-              and (g.trials == "all" or g.trials.startswith(f"{main}="))]
+    groups = [g for g in ctx.importances if g.metric == metric and (g.trials == "all" or g.trials.startswith(f"{main}="))]
     if not groups:
         reasons = [r for label, r in ctx.importance_skips if label == f"all ({metric})"]
         raise ValueError(reasons[0] if reasons else f"no importances for {metric}")
@@ -461,15 +451,25 @@ def _importances_plotly(ctx: _Context, **kwargs: Any) -> Any:
     groups = _groups_for(ctx, metric)
     colours = _bar_colours(ctx)
     params = _importance_rows(groups)[::-1]  # plotly draws the first row at the bottom
-    fig = go.Figure([
-        go.Bar(x=[g.scores.get(p) for p in params], y=params, orientation="h",
-               name=f"{g.trials} ({g.completed} trials)", marker_color=colours.get(g.trials),
-               hovertemplate="%{y}: %{x:.3f}<extra>" + html.escape(g.trials) + "</extra>")
-        for g in groups
-    ])
-    fig.update_layout(title=f"Parameter importances for {metric} (fANOVA)", barmode="group",
-                      xaxis_title="importance (sums to 1 per set of trials)",
-                      height=max(400, 100 + 12 * len(params) * len(groups)))
+    fig = go.Figure(
+        [
+            go.Bar(
+                x=[g.scores.get(p) for p in params],
+                y=params,
+                orientation="h",
+                name=f"{g.trials} ({g.completed} trials)",
+                marker_color=colours.get(g.trials),
+                hovertemplate="%{y}: %{x:.3f}<extra>" + html.escape(g.trials) + "</extra>",
+            )
+            for g in groups
+        ]
+    )
+    fig.update_layout(
+        title=f"Parameter importances for {metric} (fANOVA)",
+        barmode="group",
+        xaxis_title="importance (sums to 1 per set of trials)",
+        height=max(400, 100 + 12 * len(params) * len(groups)),
+    )
     return fig
 
 
@@ -482,9 +482,13 @@ def _importances_matplotlib(ctx: _Context, **kwargs: Any) -> Any:
     height = 0.8 / len(groups)
     _, ax = plt.subplots(figsize=(6.4, max(3.0, 0.9 + 0.15 * len(params) * len(groups))))
     for k, g in enumerate(groups):
-        ax.barh([i + k * height for i in range(len(params))],
-                [g.scores.get(p, math.nan) for p in params], height=height,
-                label=f"{g.trials} ({g.completed} trials)", color=_bar_colours(ctx)[g.trials])
+        ax.barh(
+            [i + k * height for i in range(len(params))],
+            [g.scores.get(p, math.nan) for p in params],
+            height=height,
+            label=f"{g.trials} ({g.completed} trials)",
+            color=_bar_colours(ctx)[g.trials],
+        )
     ax.set_yticks([i + 0.4 - height / 2 for i in range(len(params))], params)
     ax.invert_yaxis()  # most important on top
     ax.set_xlabel("importance (sums to 1 per set of trials)")
@@ -529,13 +533,11 @@ def _option_colours(ctx: _Context, choice: str | None) -> dict[str, str]:
     for t in ctx.flat.study.get_trials(deepcopy=False):  # options without parameters too
         if choice in t.params and t.params[choice] not in options:
             options.append(t.params[choice])
-    return {f"{choice}={o}": OPTION_COLOURS[i % len(OPTION_COLOURS)]
-            for i, o in enumerate(options)}
+    return {f"{choice}={o}": OPTION_COLOURS[i % len(OPTION_COLOURS)] for i, o in enumerate(options)}
 
 
 def _distribution(ctx: _Context, param: str) -> BaseDistribution:
-    return next(t.distributions[param] for t in ctx.flat.study.get_trials(deepcopy=False)
-                if param in t.distributions)
+    return next(t.distributions[param] for t in ctx.flat.study.get_trials(deepcopy=False) if param in t.distributions)
 
 
 def _axis(ctx: _Context, param: str) -> str:
@@ -575,21 +577,18 @@ def _points(ctx: _Context, param: str, objective: int, colour_by: str | None) ->
         pruned = label.startswith("pruned")
         colour = PRUNED_COLOUR if pruned else colours.get(label, STATE_COLOURS["COMPLETE"])
         xs, ys, numbers = map(list, zip(*points, strict=True))
-        series.append(_Points(label, colour, "x-thin-open" if pruned else "circle", xs, ys,
-                              numbers))
+        series.append(_Points(label, colour, "x-thin-open" if pruned else "circle", xs, ys, numbers))
     series.sort(key=lambda s: s.label.startswith("pruned"))  # pruned drawn first, underneath
     if (best := _best(ctx, objective)) is not None and param in best.params:
         x = str(best.params[param]) if category else best.params[param]
-        series.append(_Points("best", "#000000", "star-open", [x], [best.values[objective]],
-                              [best.number]))
+        series.append(_Points("best", "#000000", "star-open", [x], [best.values[objective]], [best.number]))
     return series
 
 
 def _best(ctx: _Context, objective: int) -> FrozenTrial | None:
     """The flattened completed trial with the best value of one metric, per its direction."""
     sign = 1 if ctx.study.directions[objective].name == "MINIMIZE" else -1
-    finite = [t for t in ctx.flat.study.get_trials(deepcopy=False, states=_complete())
-              if math.isfinite(t.values[objective])]
+    finite = [t for t in ctx.flat.study.get_trials(deepcopy=False, states=_complete()) if math.isfinite(t.values[objective])]
     return min(finite, key=lambda t: (sign * t.values[objective], t.number), default=None)
 
 
@@ -611,21 +610,28 @@ def _slice_plotly(ctx: _Context, **kwargs: Any) -> Any:
     shown: set[str] = set()
     for col, param in enumerate(params, start=1):
         for s in _points(ctx, param, objective, colour_by):
-            fig.add_trace(go.Scatter(
-                x=s.x, y=s.y, mode="markers", name=s.label, legendgroup=s.label,
-                showlegend=s.label not in shown, customdata=s.trials,
-                marker={"color": s.colour, "symbol": s.symbol,
-                        "size": 16 if s.symbol == "star-open" else 8},
-                hovertemplate=(f"trial %{{customdata}}<br>{html.escape(param)}: %{{x}}<br>"
-                               f"{html.escape(metric)}: %{{y}}<extra>{s.label}</extra>"),
-            ), row=1, col=col)
+            fig.add_trace(
+                go.Scatter(
+                    x=s.x,
+                    y=s.y,
+                    mode="markers",
+                    name=s.label,
+                    legendgroup=s.label,
+                    showlegend=s.label not in shown,
+                    customdata=s.trials,
+                    marker={"color": s.colour, "symbol": s.symbol, "size": 16 if s.symbol == "star-open" else 8},
+                    hovertemplate=(
+                        f"trial %{{customdata}}<br>{html.escape(param)}: %{{x}}<br>{html.escape(metric)}: %{{y}}<extra>{s.label}</extra>"
+                    ),
+                ),
+                row=1,
+                col=col,
+            )
             shown.add(s.label)
         axis = _axis(ctx, param)
-        fig.update_xaxes(title_text=param, type="-" if axis == "linear" else axis, row=1,
-                         col=col)
+        fig.update_xaxes(title_text=param, type="-" if axis == "linear" else axis, row=1, col=col)
     fig.update_yaxes(title_text=metric, row=1, col=1)
-    fig.update_layout(title=_slice_title(ctx, metric, colour_by),
-                      width=max(700, 300 * len(params)), height=450)
+    fig.update_layout(title=_slice_title(ctx, metric, colour_by), width=max(700, 300 * len(params)), height=450)
     return fig
 
 
@@ -635,8 +641,7 @@ def _slice_matplotlib(ctx: _Context, **kwargs: Any) -> Any:
     params, metric = kwargs["params"], kwargs["target_name"]
     objective = ctx.metric_names.index(metric)
     colour_by = _colour_by(ctx, params)
-    fig, axes = plt.subplots(1, len(params), sharey=True, squeeze=False,
-                             figsize=(max(6.4, 3.2 * len(params)), 4.4))
+    fig, axes = plt.subplots(1, len(params), sharey=True, squeeze=False, figsize=(max(6.4, 3.2 * len(params)), 4.4))
     handles: dict[str, Any] = {}
     for ax, param in zip(axes[0], params, strict=True):
         for s in _points(ctx, param, objective, colour_by):
@@ -648,8 +653,7 @@ def _slice_matplotlib(ctx: _Context, **kwargs: Any) -> Any:
         ax.set_xlabel(param)
     axes[0][0].set_ylabel(metric)
     fig.suptitle(_slice_title(ctx, metric, colour_by))
-    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=min(len(handles), 5),
-               bbox_to_anchor=(0.5, -0.08))
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=min(len(handles), 5), bbox_to_anchor=(0.5, -0.08))
     return axes
 
 
@@ -665,10 +669,17 @@ def _contour_points_plotly(fig: Any, ctx: _Context, kwargs: dict[str, Any]) -> N
         if trace.type == "scatter":
             trace.visible = False
     for s in _contour_series(ctx, x_param, y_param, colour_by):
-        fig.add_trace(go.Scatter(
-            x=s.x, y=s.y, mode="markers", name=s.label, customdata=s.trials,
-            marker={"color": s.colour, "line": {"color": "white", "width": 1}, "size": 8},
-            hovertemplate=f"trial %{{customdata}}<extra>{s.label}</extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=s.x,
+                y=s.y,
+                mode="markers",
+                name=s.label,
+                customdata=s.trials,
+                marker={"color": s.colour, "line": {"color": "white", "width": 1}, "size": 8},
+                hovertemplate=f"trial %{{customdata}}<extra>{s.label}</extra>",
+            )
+        )
     fig.update_layout(showlegend=True, legend={"x": 1.2})  # clear of the colour bar
 
 
@@ -700,34 +711,67 @@ def _contour_series(ctx: _Context, x_param: str, y_param: str, colour_by: str) -
     for t in ctx.flat.study.get_trials(deepcopy=False, states=_complete()):
         if x_param in t.params and y_param in t.params:
             label = f"{colour_by}={t.params.get(colour_by)}"
-            by_label.setdefault(label, []).append((as_x(t.params[x_param]),
-                                                   as_y(t.params[y_param]), t.number))
-    return [_Points(label, colours.get(label, STATE_COLOURS["COMPLETE"]), "circle",
-                    *map(list, zip(*points, strict=True)))
-            for label, points in by_label.items()]
+            by_label.setdefault(label, []).append((as_x(t.params[x_param]), as_y(t.params[y_param]), t.number))
+    return [
+        _Points(label, colours.get(label, STATE_COLOURS["COMPLETE"]), "circle", *map(list, zip(*points, strict=True)))
+        for label, points in by_label.items()
+    ]
 
 
 _PLOTS: tuple[_Plot, ...] = (
     _Plot("history", "Optimization history", "plot_optimization_history", _needs_completed(1)),
-    _Plot("intermediate", "Learning curves (red dotted: pruned)", "plot_intermediate_values",
-          _skip_curves, per_objective=False, restyle_plotly=_colour_curves_plotly,
-          restyle_matplotlib=_colour_curves_matplotlib),
-    _Plot("parallel_coordinate", "Parallel coordinates", "plot_parallel_coordinate",
-          _needs_params(1), lambda ctx: {"params": _focus(ctx, PARALLEL_PARAMS)},
-          restyle_plotly=_title_parallel_plotly, restyle_matplotlib=_title_parallel_matplotlib,
-          note=_parallel_note),
-    _Plot("importances", "Parameter importances (fANOVA): all trials and per option",
-          _Own(_importances_plotly, _importances_matplotlib), _skip_importances,
-          note=lambda ctx: "every set of trials: the table above and importances.json"),
-    _Plot("slice", "Slices of the top parameters (grey x: pruned, star: best)",
-          _Own(_slice_plotly, _slice_matplotlib), _needs_params(1),
-          lambda ctx: {"params": _focus(ctx, SLICE_PARAMS)}),
-    _Plot("contour", "Contour of the top two parameters, the learning rate always one",
-          "plot_contour", _needs_params(2, 2), _contour_params,
-          restyle_plotly=_contour_points_plotly, restyle_matplotlib=_contour_points_matplotlib,
-          note=lambda ctx: " against ".join(_contour_params(ctx)["params"])),
-    _Plot("pareto_front", "Pareto front", "plot_pareto_front", _skip_pareto,
-          lambda ctx: {"target_names": ctx.metric_names}, per_objective=False, multi_only=True),
+    _Plot(
+        "intermediate",
+        "Learning curves (red dotted: pruned)",
+        "plot_intermediate_values",
+        _skip_curves,
+        per_objective=False,
+        restyle_plotly=_colour_curves_plotly,
+        restyle_matplotlib=_colour_curves_matplotlib,
+    ),
+    _Plot(
+        "parallel_coordinate",
+        "Parallel coordinates",
+        "plot_parallel_coordinate",
+        _needs_params(1),
+        lambda ctx: {"params": _focus(ctx, PARALLEL_PARAMS)},
+        restyle_plotly=_title_parallel_plotly,
+        restyle_matplotlib=_title_parallel_matplotlib,
+        note=_parallel_note,
+    ),
+    _Plot(
+        "importances",
+        "Parameter importances (fANOVA): all trials and per option",
+        _Own(_importances_plotly, _importances_matplotlib),
+        _skip_importances,
+        note=lambda ctx: "every set of trials: the table above and importances.json",
+    ),
+    _Plot(
+        "slice",
+        "Slices of the top parameters (grey x: pruned, star: best)",
+        _Own(_slice_plotly, _slice_matplotlib),
+        _needs_params(1),
+        lambda ctx: {"params": _focus(ctx, SLICE_PARAMS)},
+    ),
+    _Plot(
+        "contour",
+        "Contour of the top two parameters, the learning rate always one",
+        "plot_contour",
+        _needs_params(2, 2),
+        _contour_params,
+        restyle_plotly=_contour_points_plotly,
+        restyle_matplotlib=_contour_points_matplotlib,
+        note=lambda ctx: " against ".join(_contour_params(ctx)["params"]),
+    ),
+    _Plot(
+        "pareto_front",
+        "Pareto front",
+        "plot_pareto_front",
+        _skip_pareto,
+        lambda ctx: {"target_names": ctx.metric_names},
+        per_objective=False,
+        multi_only=True,
+    ),
 )
 
 
@@ -805,10 +849,7 @@ def _variants(plot: _Plot, ctx: _Context) -> list[tuple[str, dict[str, Any]]]:
         return [("", base)]
     if not ctx.multi:
         return [("", {**base, "target_name": ctx.metric_names[0]})]
-    return [
-        (f"_{_slug(name)}", {**base, "target": _objective(i), "target_name": name})
-        for i, name in enumerate(ctx.metric_names)
-    ]
+    return [(f"_{_slug(name)}", {**base, "target": _objective(i), "target_name": name}) for i, name in enumerate(ctx.metric_names)]
 
 
 def _objective(i: int) -> Callable[[FrozenTrial], float]:
@@ -888,8 +929,10 @@ def _index_html(ctx: _Context, drawn: list[_Drawn], skipped: list[tuple[str, str
         _summary_table(ctx),
     ]
     if not ctx.completed:
-        parts.append("<p class='note' id='no-completed'>No completed trials yet: "
-                     "no best value, and plots that need completed trials are skipped.</p>")
+        parts.append(
+            "<p class='note' id='no-completed'>No completed trials yet: "
+            "no best value, and plots that need completed trials are skipped.</p>"
+        )
     else:
         parts.append(_best_section(ctx))
     parts.append(_top_trials_table(ctx))
@@ -909,12 +952,8 @@ def _summary_table(ctx: _Context) -> str:
     counts: dict[str, int] = {}
     for t in ctx.trials:
         counts[t.state.name] = counts.get(t.state.name, 0) + 1
-    directions = ", ".join(
-        f"{html.escape(m)}: {d.name.lower()}"
-        for m, d in zip(ctx.metric_names, ctx.study.directions, strict=True)
-    )
-    rows = [["study", html.escape(ctx.study.study_name)], ["directions", directions],
-            ["trials", str(len(ctx.trials))]]
+    directions = ", ".join(f"{html.escape(m)}: {d.name.lower()}" for m, d in zip(ctx.metric_names, ctx.study.directions, strict=True))
+    rows = [["study", html.escape(ctx.study.study_name)], ["directions", directions], ["trials", str(len(ctx.trials))]]
     rows += [[state.lower(), str(n)] for state, n in sorted(counts.items())]
     return _table(None, rows)
 
@@ -950,8 +989,7 @@ def _top_trials_table(ctx: _Context) -> str:
     trials = _top_trials(ctx)
     if not trials:
         return "<h2>Top trials</h2><p>No completed or pruned trials with values.</p>"
-    header = ["trial", "state", "reason", *map(html.escape, ctx.metric_names), "epochs",
-              "wall time", "params"]
+    header = ["trial", "state", "reason", *map(html.escape, ctx.metric_names), "epochs", "wall time", "params"]
     rows = [_trial_row(ctx, t) for t in trials]
     return f"<h2>Top {len(trials)} trials</h2>" + _table(header, rows)
 
@@ -965,8 +1003,7 @@ def _trial_row(ctx: _Context, t: FrozenTrial) -> list[str]:
         values += ["–"] * (len(ctx.metric_names) - 1)
     reason = t.user_attrs.get("reason", t.state.name.lower())
     epochs = t.user_attrs.get("epochs", len(t.intermediate_values))
-    return [str(t.number), t.state.name.lower(), html.escape(str(reason)), *values,
-            str(epochs), _wall(t), _params(t)]
+    return [str(t.number), t.state.name.lower(), html.escape(str(reason)), *values, str(epochs), _wall(t), _params(t)]
 
 
 def _wall(t: FrozenTrial) -> str:
@@ -977,9 +1014,7 @@ def _wall(t: FrozenTrial) -> str:
 
 
 def _params(t: FrozenTrial) -> str:
-    return "<br>".join(
-        f"{html.escape(k)} = {html.escape(_fmt(v))}" for k, v in sorted(t.params.items())
-    )
+    return "<br>".join(f"{html.escape(k)} = {html.escape(_fmt(v))}" for k, v in sorted(t.params.items()))
 
 
 def _fmt(v: Any, spec: str = ".6g") -> str:
@@ -993,22 +1028,16 @@ def _importances_section(ctx: _Context) -> str:
     parts = ["<h2>Parameter importances (fANOVA)</h2>"]
     if ctx.flat.merged:
         merged = "; ".join(
-            f"<b>{html.escape(name)}</b> = {' | '.join(map(html.escape, m.paths))}"
-            + (" (log scale)" if m.log else "")
+            f"<b>{html.escape(name)}</b> = {' | '.join(map(html.escape, m.paths))}" + (" (log scale)" if m.log else "")
             for name, m in ctx.flat.merged.items()
         )
         parts.append(f"<p id='merged'>Merged across options: {merged}</p>")
     if ctx.importances:
-        header = ["parameter"] + [
-            f"{html.escape(g.trials)} · {html.escape(g.metric)} ({g.completed} trials)"
-            for g in ctx.importances
-        ]
-        rows = [[html.escape(p)] + [_fmt(g.scores.get(p), ".3f") for g in ctx.importances]
-                for p in _importance_rows(ctx.importances)]
+        header = ["parameter"] + [f"{html.escape(g.trials)} · {html.escape(g.metric)} ({g.completed} trials)" for g in ctx.importances]
+        rows = [[html.escape(p)] + [_fmt(g.scores.get(p), ".3f") for g in ctx.importances] for p in _importance_rows(ctx.importances)]
         parts.append(_table(header, rows).replace("<table>", "<table id='importances'>", 1))
     if ctx.importance_skips:
-        items = "".join(f"<li>{html.escape(label)}: {html.escape(reason)}</li>"
-                        for label, reason in ctx.importance_skips)
+        items = "".join(f"<li>{html.escape(label)}: {html.escape(reason)}</li>" for label, reason in ctx.importance_skips)
         parts.append(f"<p>Not computed:</p><ul>{items}</ul>")
     parts.append("<p><a href='importances.json'>importances.json</a></p>")
     return "\n".join(parts)
@@ -1031,8 +1060,6 @@ def _plots_section(drawn: list[_Drawn], skipped: list[tuple[str, str]]) -> str:
     else:
         parts.append("<p>No plots: nothing to draw yet.</p>")
     if skipped:
-        items = "".join(
-            f"<li>{html.escape(title)}: {html.escape(reason)}</li>" for title, reason in skipped
-        )
+        items = "".join(f"<li>{html.escape(title)}: {html.escape(reason)}</li>" for title, reason in skipped)
         parts.append(f"<h3>Skipped</h3><ul class='skipped'>{items}</ul>")
     return "\n".join(parts)

@@ -183,8 +183,18 @@ def trial_rows(study: optuna.Study, spec: Spec, sort: str = "number") -> tuple[l
     for t in trials:
         rec = trial_record(t, names)
         values = [rec["values"][m] if rec["values"] else None for m in names]
-        rows.append([t.number, rec["state"], " ".join(str(rec["reason"]).split()), *values, *(rec["params"].get(p) for p in params),
-                     rec["epochs"], rec["wall_s"], rec["samples_per_s"]])
+        rows.append(
+            [
+                t.number,
+                rec["state"],
+                " ".join(str(rec["reason"]).split()),
+                *values,
+                *(rec["params"].get(p) for p in params),
+                rec["epochs"],
+                rec["wall_s"],
+                rec["samples_per_s"],
+            ]
+        )
     return header, rows
 
 
@@ -321,8 +331,9 @@ def provenance(study_name: str, trial: FrozenTrial, names: list[str], storage_ur
     } | ({"last_reported": rec["last_reported"]} if rec["values"] is None and rec["last_reported"] else {})
 
 
-def export_doc(study: optuna.Study, spec: Spec, number: int | None = None, config_overrides: list[str] | None = None,
-               warn: bool = True) -> dict[str, Any]:
+def export_doc(
+    study: optuna.Study, spec: Spec, number: int | None = None, config_overrides: list[str] | None = None, warn: bool = True
+) -> dict[str, Any]:
     """The exported training config as a dict (see ``write_export`` for the file)."""
     trial = get_trial(study, number)
     names = metric_names(study, spec)
@@ -381,8 +392,11 @@ def header(doc: dict[str, Any], path: Path) -> str:
     values_text = ", ".join(f"{m}={fmt(v)}" for m, v in values.items()) or src.get("reason") or ""
     run_dir = default_run_dir(doc)
     builtin = bool(src.get("full_run"))  # the built-in objective checkpoints and saves weights; others may not
-    does = ("checkpoints each epoch\n# (run it again to resume), and writes metrics.json, TensorBoard logs and the weights.\n"
-            if builtin else "resumes from a checkpoint\n# when the objective saves one (reporter.save_checkpoint), and writes metrics.json and TensorBoard logs.\n")
+    does = (
+        "checkpoints each epoch\n# (run it again to resume), and writes metrics.json, TensorBoard logs and the weights.\n"
+        if builtin
+        else "resumes from a checkpoint\n# when the objective saves one (reporter.save_checkpoint), and writes metrics.json and TensorBoard logs.\n"
+    )
     return (
         f"# Training config exported by hpsearch: study {src.get('study')}, trial {src.get('trial')} ({values_text}).\n"
         f"# Run it:   hpsearch train {path}              # writes {shown(run_dir)}/\n"
@@ -466,8 +480,17 @@ def promote_table(candidates: list[Candidate], metric: str, winner: Candidate | 
         mark = " *" if c is winner else ""
         shown = {short_name(k): v for k, v in c.trial.params.items()}
         per_seed = " ".join(f"{fmt(v)}" for v in c.values) + (f" ({len(c.failures)} failed)" if c.failures else "")
-        rows.append([f"{c.trial.number}{mark}", c.trial.values[0], c.mean if c.values else None, c.std if c.values else None,
-                     len(c.values), *(shown.get(p) for p in params), per_seed])
+        rows.append(
+            [
+                f"{c.trial.number}{mark}",
+                c.trial.values[0],
+                c.mean if c.values else None,
+                c.std if c.values else None,
+                len(c.values),
+                *(shown.get(p) for p in params),
+                per_seed,
+            ]
+        )
     return head, rows
 
 
@@ -496,18 +519,31 @@ def earlier_run(pstudy: optuna.Study, source: int, seed: int, config: dict[str, 
     return None
 
 
-def record_run(pstudy: optuna.Study, source: FrozenTrial, seed: int, config: dict[str, Any], outcome: Any,
-               history: list[dict[str, float]], metric: str) -> None:
+def record_run(
+    pstudy: optuna.Study, source: FrozenTrial, seed: int, config: dict[str, Any], outcome: Any, history: list[dict[str, float]], metric: str
+) -> None:
     from optuna.trial import TrialState, create_trial
 
     states = {"completed": TrialState.COMPLETE, "pruned": TrialState.PRUNED, "failed": TrialState.FAIL}
     curve = {int(h["epoch"]): h[metric] for h in history if math.isfinite(h.get(metric, math.nan))}
-    attrs = {**outcome.attrs(), "source_study": pstudy.study_name.removesuffix(PROMOTE_SUFFIX), "source_trial": source.number,
-             "seed": seed, "config": config, "history": history}
-    pstudy.add_trial(create_trial(
-        state=states[outcome.state], values=outcome.values, params=source.params, distributions=source.distributions,
-        user_attrs=attrs, intermediate_values=curve,
-    ))
+    attrs = {
+        **outcome.attrs(),
+        "source_study": pstudy.study_name.removesuffix(PROMOTE_SUFFIX),
+        "source_trial": source.number,
+        "seed": seed,
+        "config": config,
+        "history": history,
+    }
+    pstudy.add_trial(
+        create_trial(
+            state=states[outcome.state],
+            values=outcome.values,
+            params=source.params,
+            distributions=source.distributions,
+            user_attrs=attrs,
+            intermediate_values=curve,
+        )
+    )
 
 
 @dataclass
@@ -518,8 +554,16 @@ class Promotion:
     metric: str  # the metric the candidates are ranked by (the study's first)
 
 
-def promote(spec: Spec, k: int, seeds: int, seed_base: int = 0, config_overrides: list[str] | None = None,
-            out: Path | None = None, quiet: bool = False, stream: Any = None) -> Promotion:
+def promote(
+    spec: Spec,
+    k: int,
+    seeds: int,
+    seed_base: int = 0,
+    config_overrides: list[str] | None = None,
+    out: Path | None = None,
+    quiet: bool = False,
+    stream: Any = None,
+) -> Promotion:
     """Re-run the top ``k`` configs with ``seeds`` seeds each (config "seed" = seed_base + i), one at a
     time in this process, each through ``run_trial`` with a reporter that never prunes; record every run
     in the study "<study>-promote" and export the config with the best mean to ``out``."""
@@ -530,16 +574,21 @@ def promote(spec: Spec, k: int, seeds: int, seed_base: int = 0, config_overrides
     if not top:
         raise UserError(f"study {study.study_name!r}: no completed trials yet")
     overrides = list(config_overrides or [])
-    candidates = [Candidate(t, apply_config_overrides(t.user_attrs["config"], overrides, "promote", warn=i == 0))
-                  for i, t in enumerate(top)]
+    candidates = [
+        Candidate(t, apply_config_overrides(t.user_attrs["config"], overrides, "promote", warn=i == 0)) for i, t in enumerate(top)
+    ]
     entry = portable_objective(study.user_attrs.get("objective") or spec.objective, spec)
     for c in candidates:
         check_config({"objective": entry, "config": c.config}, f"promote: trial {c.trial.number}")
     objective = load_objective(entry)
     pstudy = promote_study(spec, study)
     numbers = ", ".join(str(c.trial.number) for c in candidates)
-    print(f"{study.study_name}: promoting the top {len(candidates)} configs by {names[0]} ({numbers}), {seeds} seeds each "
-          f"({seed_base}..{seed_base + seeds - 1}), one run at a time; runs go to study {pstudy.study_name!r}", file=stream, flush=True)
+    print(
+        f"{study.study_name}: promoting the top {len(candidates)} configs by {names[0]} ({numbers}), {seeds} seeds each "
+        f"({seed_base}..{seed_base + seeds - 1}), one run at a time; runs go to study {pstudy.study_name!r}",
+        file=stream,
+        flush=True,
+    )
     for cand in candidates:
         for seed in range(seed_base, seed_base + seeds):
             value, how = rerun(objective, spec, pstudy, cand, seed, names, None if quiet else stream)
@@ -560,15 +609,24 @@ def promote(spec: Spec, k: int, seeds: int, seed_base: int = 0, config_overrides
         "mean": winner.mean,
         "std": winner.std,
         "runs_study": pstudy.study_name,
-        "candidates": [{"trial": c.trial.number, "mean": c.mean if c.values else None, "std": c.std if c.values else None,
-                        "runs": len(c.values), "failed": len(c.failures)} for c in candidates],
+        "candidates": [
+            {
+                "trial": c.trial.number,
+                "mean": c.mean if c.values else None,
+                "std": c.std if c.values else None,
+                "runs": len(c.values),
+                "failed": len(c.failures),
+            }
+            for c in candidates
+        ],
     }
     write_export(doc, out)
     return Promotion(candidates, winner, out, names[0])
 
 
-def rerun(objective: Any, spec: Spec, pstudy: optuna.Study, cand: Candidate, seed: int, names: list[str],
-          echo: Any = None) -> tuple[float | None, str]:
+def rerun(
+    objective: Any, spec: Spec, pstudy: optuna.Study, cand: Candidate, seed: int, names: list[str], echo: Any = None
+) -> tuple[float | None, str]:
     """One promotion run, or the finished one an earlier promote recorded: (first metric or None, how it went)."""
     from hpsearch.reporter import Reporter
     from hpsearch.trial import run_trial

@@ -193,8 +193,7 @@ class Spec(Section):
         return config
 
 
-def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_objective: bool = True,
-              prepare: bool = False) -> Spec:
+def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_objective: bool = True, prepare: bool = False) -> Spec:
     """Read, override (``key.path=value``), validate. Raises SpecError with every problem.
 
     ``prepare``: also run the objective's ``prepare`` hook (a study is about to start: e.g. download
@@ -319,8 +318,10 @@ def _extent(node: yaml.Node, depth: int, seen: dict[int, tuple[int, int]], open_
     if depth - 1 + levels > MAX_DEPTH:
         raise SpecError(f"{where}: {at}nested more than {MAX_DEPTH} levels deep; a spec never needs that many")
     if values > MAX_VALUES:
-        raise SpecError(f"{where}: {at}YAML aliases (*name) expand this to more than {MAX_VALUES:,} values (an alias bomb?); "
-                        "a spec is a few hundred values")
+        raise SpecError(
+            f"{where}: {at}YAML aliases (*name) expand this to more than {MAX_VALUES:,} values (an alias bomb?); "
+            "a spec is a few hundred values"
+        )
     return values, levels
 
 
@@ -422,9 +423,11 @@ def check_consistency(spec: Spec, errors: list[str]) -> None:
         errors.append(f"metric: names repeat: {spec.metrics}")
     tree: Space = spec.tree
     if not any(not isinstance(p, Const) for _, p in tree.parameters()) and not any(e.startswith("space") for e in errors):
-        errors.append(f"space: nothing to search (no range or choice): all {spec.budget.trials} trials would run the same config; "
-                      "add parameters under space:, or train one fixed config with `hpsearch train FILE` "
-                      "(FILE holds objective:, metric: and config:, as `hpsearch export` writes it)")
+        errors.append(
+            f"space: nothing to search (no range or choice): all {spec.budget.trials} trials would run the same config; "
+            "add parameters under space:, or train one fixed config with `hpsearch train FILE` "
+            "(FILE holds objective:, metric: and config:, as `hpsearch export` writes it)"
+        )
     top = set(tree.params)
     for key in sorted(top & set(spec.fixed)):
         errors.append(f"fixed.{key}: also a parameter in space.{key}; keep it in one place")
@@ -433,7 +436,9 @@ def check_consistency(spec: Spec, errors: list[str]) -> None:
         if "." in path and key in top:
             errors.append(f"space.{path}: {key!r} is also a top-level parameter; a conditional parameter needs its own name")
     if spec.sampler.name == "grid" and tree.grid() is None:
-        errors.append("sampler.name: grid needs every parameter to be a choice, an int range or a stepped float, without conditional options")
+        errors.append(
+            "sampler.name: grid needs every parameter to be a choice, an int range or a stepped float, without conditional options"
+        )
     if spec.sampler.name != "nsga2" and spec.sampler.population_size is not None:
         errors.append(f"sampler.population_size: only nsga2 takes a population size, not {spec.sampler.name}")
     for i, config in enumerate(spec.warm_start):

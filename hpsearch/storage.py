@@ -130,8 +130,10 @@ class Storage(optuna.storages.RDBStorage):
         from sqlalchemy.dialects import postgresql, sqlite
 
         AttrModel = type[models.TrialUserAttributeModel] | type[models.TrialSystemAttributeModel]
-        groups: list[tuple[AttrModel, dict[str, Any]]] = [(models.TrialUserAttributeModel, user or {}),
-                                                      (models.TrialSystemAttributeModel, system or {})]
+        groups: list[tuple[AttrModel, dict[str, Any]]] = [
+            (models.TrialUserAttributeModel, user or {}),
+            (models.TrialSystemAttributeModel, system or {}),
+        ]
         if not any(attrs for _, attrs in groups):
             return
         dialect = {"sqlite": sqlite, "postgresql": postgresql}.get(self.engine.name)
@@ -148,7 +150,11 @@ class Storage(optuna.storages.RDBStorage):
                     continue
                 rows = [{"trial_id": trial_id, "key": key, "value_json": json.dumps(value)} for key, value in attrs.items()]
                 insert = dialect.insert(model).values(rows)
-                session.execute(insert.on_conflict_do_update(index_elements=[model.trial_id, model.key], set_={"value_json": insert.excluded.value_json}))
+                session.execute(
+                    insert.on_conflict_do_update(
+                        index_elements=[model.trial_id, model.key], set_={"value_json": insert.excluded.value_json}
+                    )
+                )
 
     def count_states(self, study_id: int) -> dict[optuna.trial.TrialState, int]:
         """Trials of the study per state, counted by the database (reading them all costs O(trials))."""
@@ -180,8 +186,12 @@ def trial_id(trial: optuna.Trial | optuna.trial.FrozenTrial) -> int:
     return trial._trial_id
 
 
-def set_attrs(study: optuna.Study, trial: optuna.Trial | optuna.trial.FrozenTrial, user: dict[str, Any] | None = None,
-              system: dict[str, Any] | None = None) -> None:
+def set_attrs(
+    study: optuna.Study,
+    trial: optuna.Trial | optuna.trial.FrozenTrial,
+    user: dict[str, Any] | None = None,
+    system: dict[str, Any] | None = None,
+) -> None:
     """User and system attributes of a trial in one commit (key by key on storages that are not ours)."""
     storage, tid = storage_of(study), trial_id(trial)
     if isinstance(storage, Storage):

@@ -118,8 +118,9 @@ RESUME_ANYWAY = "--resume-anyway"
 
 def definition(spec: Spec) -> dict[str, Any]:
     """What makes two runs the same study. Budget, sampler, pruner, resources and paths may change."""
-    plain: dict[str, Any] = _plain({"objective": spec.objective, "metric": spec.metrics, "direction": spec.directions,
-                                    "fixed": spec.fixed, "space": spec.space})
+    plain: dict[str, Any] = _plain(
+        {"objective": spec.objective, "metric": spec.metrics, "direction": spec.directions, "fixed": spec.fixed, "space": spec.space}
+    )
     return plain
 
 
@@ -139,8 +140,9 @@ _UNSET = object()
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """``key: old -> new`` for the objective, metrics, directions and each ``fixed:`` value that differ."""
-    changed = [f"{key}: {_shown(old.get(key))} -> {_shown(new[key])}" for key in ("objective", "metric", "direction")
-               if old.get(key) != new[key]]
+    changed = [
+        f"{key}: {_shown(old.get(key))} -> {_shown(new[key])}" for key in ("objective", "metric", "direction") if old.get(key) != new[key]
+    ]
     before, after = old.get("fixed") or {}, new["fixed"]
     for key in sorted(before.keys() | after.keys()):
         a, b = before.get(key, _UNSET), after.get(key, _UNSET)
@@ -151,6 +153,7 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def space_changes(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     """'added a, b; removed c; changed lr' between two stored spaces, or None when they search the same."""
+
     def params(raw: Any) -> dict[str, str]:
         tree = parse_space(raw, "space", [])
         return {path: _signature(p) for path, p in tree.parameters()}
@@ -158,11 +161,15 @@ def space_changes(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     if old.get("space") == new["space"]:
         return None
     before, after = params(old.get("space") or {}), params(new["space"])
-    parts = [f"{what} {', '.join(names)}" for what, names in (
-        ("added", sorted(after.keys() - before.keys())),
-        ("removed", sorted(before.keys() - after.keys())),
-        ("changed", sorted(k for k in before.keys() & after.keys() if before[k] != after[k])),
-    ) if names]
+    parts = [
+        f"{what} {', '.join(names)}"
+        for what, names in (
+            ("added", sorted(after.keys() - before.keys())),
+            ("removed", sorted(before.keys() - after.keys())),
+            ("changed", sorted(k for k in before.keys() & after.keys() if before[k] != after[k])),
+        )
+        if names
+    ]
     return "; ".join(parts) or None
 
 
@@ -175,16 +182,20 @@ def refuse_changes(spec: Spec, old: StudySummary, new: dict[str, Any]) -> None:
     """Raise UserError when the spec defines another study than the stored one; warn about a changed space."""
     stored = [d.name.lower() for d in old.directions]
     if stored != spec.directions:
-        raise UserError(f"{spec.path}: direction: the stored study {spec.study!r} has directions {stored}, the spec says "
-                        f"{spec.directions}; a study's directions cannot change: run this spec as another study with --study NEW")
+        raise UserError(
+            f"{spec.path}: direction: the stored study {spec.study!r} has directions {stored}, the spec says "
+            f"{spec.directions}; a study's directions cannot change: run this spec as another study with --study NEW"
+        )
     before = old.user_attrs.get(DEFINITION)
     if before is None:  # created before studies recorded their definition: this run records it
         return
     changed = differences(before, new)
     if changed:
-        raise UserError(f"{spec.path}: study {spec.study!r} in {redact(spec.storage_url)} was run with another definition "
-                        f"({'; '.join(changed)}); run this spec as a new study with --study NEW, or continue this one "
-                        f"with {RESUME_ANYWAY} (its trials so far keep what they ran with)")
+        raise UserError(
+            f"{spec.path}: study {spec.study!r} in {redact(spec.storage_url)} was run with another definition "
+            f"({'; '.join(changed)}); run this spec as a new study with --study NEW, or continue this one "
+            f"with {RESUME_ANYWAY} (its trials so far keep what they ran with)"
+        )
     space = space_changes(before, new)
     if space:
         print(f"warning: {spec.path}: study {spec.study!r}: the space changed since its last run: {space}", file=sys.stderr, flush=True)
@@ -226,7 +237,9 @@ class ClaimLock:
         self.path = sqlite_path(url)
         self.dialect = url.split(":", 1)[0].split("+", 1)[0]
         if self.path is None and self.dialect not in ("postgresql", "postgres"):
-            raise UserError(f"storage: cannot open {redact(url)}: hpsearch stores studies in sqlite:///PATH or postgresql://USER:PW@HOST/DB")
+            raise UserError(
+                f"storage: cannot open {redact(url)}: hpsearch stores studies in sqlite:///PATH or postgresql://USER:PW@HOST/DB"
+            )
         self._engine: Any = None
         # PostgreSQL advisory locks take a 64-bit key; one per study name.
         self.key = int.from_bytes(hashlib.blake2b(f"hpsearch:{study}".encode(), digest_size=8).digest(), "big", signed=True)
@@ -332,9 +345,18 @@ def summary(study: optuna.Study, spec: Spec, ran: int, stopped_early: str | None
     n = count_states(study)
     finished = sum(n.get(s, 0) for s in FINISHED)
     last = last_failed(study) if n.get(TrialState.FAIL) else None
-    return Summary(spec.study, redact(spec.storage_url), finished, n.get(TrialState.PRUNED, 0), n.get(TrialState.FAIL, 0),
-                   ran, best_text(study, spec), stopped_early, failure_text(last, spec) if last else None,
-                   bool(stopped_early and last is not None and last.user_attrs.get("contract_error")))
+    return Summary(
+        spec.study,
+        redact(spec.storage_url),
+        finished,
+        n.get(TrialState.PRUNED, 0),
+        n.get(TrialState.FAIL, 0),
+        ran,
+        best_text(study, spec),
+        stopped_early,
+        failure_text(last, spec) if last else None,
+        bool(stopped_early and last is not None and last.user_attrs.get("contract_error")),
+    )
 
 
 def last_failed(study: optuna.Study) -> FrozenTrial | None:
@@ -354,8 +376,10 @@ def contract_broken(trial: FrozenTrial) -> str | None:
     """Why the study must stop at once: the trial failed because the objective and the spec disagree."""
     if not trial.user_attrs.get("contract_error"):
         return None
-    return (f"trial {trial.number} {trial.user_attrs.get('reason')}; the objective and the spec disagree on the metric, "
-            "so every trial would fail the same way")
+    return (
+        f"trial {trial.number} {trial.user_attrs.get('reason')}; the objective and the spec disagree on the metric, "
+        "so every trial would fail the same way"
+    )
 
 
 def record(study: optuna.Study, trial: optuna.Trial, outcome: Outcome, reporter: Reporter) -> None:

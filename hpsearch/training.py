@@ -112,8 +112,10 @@ def prepare_run_dir(run_dir: Path, doc: dict[str, Any], fresh: bool) -> int:
         if before.get("objective") != doc["objective"]:
             changed.insert(0, "objective")
         if changed:
-            raise UserError(f"{run_dir} holds a run of another config (differs in {', '.join(changed)}); "
-                            "pass --fresh to replace it, or -o another folder")
+            raise UserError(
+                f"{run_dir} holds a run of another config (differs in {', '.join(changed)}); "
+                "pass --fresh to replace it, or -o another folder"
+            )
         history = read_history(run_dir)
         if not (run_dir / "checkpoint.pt").exists() or not history:
             return 0  # killed before its first checkpoint: nothing to resume
@@ -136,8 +138,11 @@ def train(doc: dict[str, Any], run_dir: Path, fresh: bool = False, quiet: bool =
     def say(text: str) -> None:
         print(text, file=stream, flush=True)
 
-    say(f"resuming {run_dir} from its checkpoint ({done} of {epochs} epochs done)" if done
-        else f"training {doc['objective']} for {epochs} epochs in {run_dir}")
+    say(
+        f"resuming {run_dir} from its checkpoint ({done} of {epochs} epochs done)"
+        if done
+        else f"training {doc['objective']} for {epochs} epochs in {run_dir}"
+    )
     history_file = run_dir / "history.jsonl"
 
     def on_epoch(epoch: int, metrics: dict[str, float]) -> None:

@@ -129,8 +129,9 @@ def _first_report_checked(reporter: Reporter, metric_names: list[str], then: Any
 
     def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
         if len(reporter.history) == 1 and not any(m in metrics for m in metric_names):
-            raise ContractError(f"the first report (epoch {epoch}) has no {_names(metric_names)} (the spec's metric:); "
-                                f"it reported {sorted(metrics)}")
+            raise ContractError(
+                f"the first report (epoch {epoch}) has no {_names(metric_names)} (the spec's metric:); it reported {sorted(metrics)}"
+            )
         if then is not None:
             then(epoch, metrics)
 
@@ -166,7 +167,7 @@ def user_frame(tb: TracebackType | None) -> str | None:
         real = os.path.realpath(filename)
         if filename.startswith("<") or real.startswith(library):
             return False
-        return not (real.startswith(engine) and os.sep not in real[len(engine):])  # hpsearch/x.py, not hpsearch/train/x.py
+        return not (real.startswith(engine) and os.sep not in real[len(engine) :])  # hpsearch/x.py, not hpsearch/train/x.py
 
     frame = next((f for f in reversed(frames) if users(f.filename)), frames[-1])
     return f"{os.path.abspath(frame.filename)}:{frame.lineno}"  # absolute: read back from any folder

@@ -24,7 +24,11 @@ def cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, 
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "hpsearch.cli", *args],
-        cwd=cwd or ROOT, env=full_env, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd or ROOT,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -65,8 +69,11 @@ def postgres_url() -> Iterator[str]:
         shutil.chown(home, "postgres")
     port = free_port()
     ctl = [*as_postgres, str(pg / "pg_ctl"), "-D", str(home / "db")]
-    subprocess.run([*as_postgres, str(pg / "initdb"), "-D", str(home / "db"), "-U", "postgres", "--auth=trust", "--no-sync"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*as_postgres, str(pg / "initdb"), "-D", str(home / "db"), "-U", "postgres", "--auth=trust", "--no-sync"],
+        check=True,
+        capture_output=True,
+    )
     options = f"-p {port} -k {home} -c listen_addresses=127.0.0.1 -c fsync=off"  # throw-away: no fsync
     subprocess.run([*ctl, "-l", str(home / "log"), "-w", "-o", options, "start"], check=True, capture_output=True)
     try:

@@ -101,8 +101,10 @@ FLAG_CASES = {
     "unknown_flag": (["--trails", "3"], "unrecognized arguments: --trails 3"),
     "backend_unknown": (["--backend", "rayy"], "argument --backend: invalid choice: 'rayy'"),
     "study_name_bad": (["--study", "a b"], "study: must be letters, digits"),
-    "storage_unreachable": (["--storage", "postgresql://u:secret@127.0.0.1:1/db"],
-                            "storage: cannot open postgresql://u:***@127.0.0.1:1/db: "),
+    "storage_unreachable": (
+        ["--storage", "postgresql://u:secret@127.0.0.1:1/db"],
+        "storage: cannot open postgresql://u:***@127.0.0.1:1/db: ",
+    ),
     "storage_unknown_scheme": (["--storage", "nosuchdb://x/y"], "storage: cannot open nosuchdb://x/y"),
     "storage_not_a_url": (["--storage", "study.db"], "storage: cannot open study.db"),
     "storage_unwritable": (["--storage", "sqlite:////proc/no/study.db"], "storage: cannot open /proc/no/study.db"),
@@ -148,8 +150,13 @@ def test_several_problems_are_all_reported_one_line_each(workdir, capsys):
     assert code == 2 and "Traceback" not in err
     assert len(lines) == 5, err
     assert all(line.startswith("error: bad_specs/several.yaml: ") for line in lines)
-    for fragment in ("budgett: unknown key; did you mean 'budget'?", "sampler.name", "pruner.warmup_epochs",
-                     "space.lr.float: low must be < high", "space.m.int: a log scale needs low > 0"):
+    for fragment in (
+        "budgett: unknown key; did you mean 'budget'?",
+        "sampler.name",
+        "pruner.warmup_epochs",
+        "space.lr.float: low must be < high",
+        "space.m.int: a log scale needs low > 0",
+    ):
         assert sum(fragment in line for line in lines) == 1, (fragment, lines)
     assert not written(workdir)
 
@@ -175,12 +182,16 @@ def test_missing_dataset_says_where_it_looked_and_how_to_get_it(workdir, capsys)
     assert "download: true" in line  # how to get it
 
 
-@pytest.mark.parametrize("flags,fragment", [
-    (["--trials", "-1"], "must be a positive integer, got '-1'"),
-    (["--set", "budget.trials"], "expected key.path=value"),
-    (["--timeout", "abc"], "must be a positive number, got 'abc'"),
-    (["--storage", "postgresql://u:secret@127.0.0.1:1/db"], "postgresql://u:***@127.0.0.1:1/db"),
-], ids=["trials", "set", "timeout", "storage"])
+@pytest.mark.parametrize(
+    "flags,fragment",
+    [
+        (["--trials", "-1"], "must be a positive integer, got '-1'"),
+        (["--set", "budget.trials"], "expected key.path=value"),
+        (["--timeout", "abc"], "must be a positive number, got 'abc'"),
+        (["--storage", "postgresql://u:secret@127.0.0.1:1/db"], "postgresql://u:***@127.0.0.1:1/db"),
+    ],
+    ids=["trials", "set", "timeout", "storage"],
+)
 def test_bad_flag_from_a_real_process(flags: list[str], fragment: str, workdir):
     result = cli("run", "bad_specs/good.yaml", *flags, cwd=workdir)
     assert_one_line(result.returncode, result.stderr, fragment, workdir)

@@ -12,7 +12,7 @@ import pytest
 from hpsearch.devices import cpu_cores
 from tests.conftest import cli
 
-RECORDER = '''
+RECORDER = """
 import json, os
 
 
@@ -23,7 +23,7 @@ def fit(config, reporter):
     with open(config["record"], "a") as f:
         f.write(json.dumps(line) + "\\n")
     return {"score": config["x"]}
-'''
+"""
 
 
 def study(tmp_path: Path, threads: int | None = None) -> tuple[Path, Path]:
@@ -31,8 +31,10 @@ def study(tmp_path: Path, threads: int | None = None) -> tuple[Path, Path]:
     record = tmp_path / "record.jsonl"
     fixed = f"record: {record}" + (f", threads: {threads}" if threads is not None else "")
     spec = tmp_path / "busy.yaml"
-    spec.write_text(f"study: busy\nobjective: recorder.py:fit\nmetric: score\noutput: runs\nbudget: {{trials: 4}}\npruner: none\n"
-                    f"fixed: {{{fixed}}}\nspace:\n  x: {{float: [0.0, 1.0]}}\n")
+    spec.write_text(
+        f"study: busy\nobjective: recorder.py:fit\nmetric: score\noutput: runs\nbudget: {{trials: 4}}\npruner: none\n"
+        f"fixed: {{{fixed}}}\nspace:\n  x: {{float: [0.0, 1.0]}}\n"
+    )
     return spec, record
 
 
@@ -69,7 +71,10 @@ def test_fixed_threads_above_a_slots_share_is_capped_with_one_notice(tmp_path: P
     assert result.returncode == 0, result.stderr + result.stdout
     notices = [line for line in result.stdout.splitlines() if "would oversubscribe" in line]
     assert len(notices) == 1, result.stdout
-    assert f"fixed.threads={share * 2 + 2} would oversubscribe 2 slot(s) on {cpu_cores()} core(s): each trial runs {share} thread" in notices[0]
+    assert (
+        f"fixed.threads={share * 2 + 2} would oversubscribe 2 slot(s) on {cpu_cores()} core(s): each trial runs {share} thread"
+        in notices[0]
+    )
     runs = records(record)
     assert len(runs) == 4
     assert {r["threads"] for r in runs} == {share}  # the config the objective received

@@ -40,14 +40,18 @@ def test_version_prints_the_installed_version(entry: str) -> None:
 def test_verbose_version_names_torch_optuna_and_ray(flags: tuple[str, ...]) -> None:
     done = run("python -m hpsearch", *flags)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [f"hpsearch {hpsearch.__version__}",
-                                        *(f"{name} {version(name)}" for name in ("torch", "optuna", "ray"))]
+    assert done.stdout.splitlines() == [
+        f"hpsearch {hpsearch.__version__}",
+        *(f"{name} {version(name)}" for name in ("torch", "optuna", "ray")),
+    ]
 
 
 def test_version_imports_neither_torch_nor_ray() -> None:
     """The versions come from package metadata: importing torch and ray would cost seconds."""
-    code = ("import sys; from hpsearch.cli import main; code = main(['--version', '-v']); "
-            "print(code, sorted(m for m in ('torch', 'ray', 'optuna') if m in sys.modules))")
+    code = (
+        "import sys; from hpsearch.cli import main; code = main(['--version', '-v']); "
+        "print(code, sorted(m for m in ('torch', 'ray', 'optuna') if m in sys.modules))"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "0 []"
@@ -73,5 +77,6 @@ def test_python_m_hpsearch_is_the_console_script() -> None:
     assert helps["console script"].stdout == helps["python -m hpsearch"].stdout
     assert "--version" in helps["python -m hpsearch"].stdout and "torch, optuna and ray" in helps["python -m hpsearch"].stdout
     missing = {entry: run(entry, "validate", "no/such/spec.yaml") for entry in ("console script", "python -m hpsearch")}
-    assert [(m.returncode, m.stderr) for m in missing.values()] == [(2, "error: no/such/spec.yaml: no such file "
-                                                                     f"({ROOT / 'no/such/spec.yaml'})\n")] * 2
+    assert [(m.returncode, m.stderr) for m in missing.values()] == [
+        (2, f"error: no/such/spec.yaml: no such file ({ROOT / 'no/such/spec.yaml'})\n")
+    ] * 2

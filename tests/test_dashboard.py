@@ -70,7 +70,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with log.open("w") as out:  # a file, not a pipe: access logs must never block the server
         proc = subprocess.Popen(
             [sys.executable, "-m", "hpsearch.dashboard", storage, "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
         )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -97,18 +99,29 @@ def test_dashboard_serves_the_study_over_http(served: Served) -> None:
 
 def _chromium(user_data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--disable-dev-shm-usage",  # containers have a small /dev/shm
-         f"--user-data-dir={user_data_dir}", "--virtual-time-budget=10000", *args],
-        capture_output=True, text=True, timeout=90,
+        [
+            str(CHROMIUM),
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",  # containers have a small /dev/shm
+            f"--user-data-dir={user_data_dir}",
+            "--virtual-time-budget=10000",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
-                    "(.ci/install-system.sh installs it)")
-def test_dashboard_study_page_renders_in_a_headless_browser(served: Served,
-                                                            tmp_path: Path) -> None:
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium (.ci/install-system.sh installs it)")
+def test_dashboard_study_page_renders_in_a_headless_browser(served: Served, tmp_path: Path) -> None:
     page = f"{served.base}/dashboard/studies/{served.study_id}"
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -116,8 +129,7 @@ def test_dashboard_study_page_renders_in_a_headless_browser(served: Served,
     screenshot.unlink(missing_ok=True)
 
     # One browser run: the DOM and the screenshot are taken once the virtual time is spent.
-    run = _chromium(tmp_path / "profile", "--window-size=1400,1000", "--hide-scrollbars",
-                    "--dump-dom", f"--screenshot={screenshot}", page)
+    run = _chromium(tmp_path / "profile", "--window-size=1400,1000", "--hide-scrollbars", "--dump-dom", f"--screenshot={screenshot}", page)
 
     # The served HTML is an empty React shell: the name only appears once the app has rendered.
     assert STUDY_NAME in run.stdout, run.stderr[-2000:]
@@ -128,9 +140,7 @@ def test_dashboard_study_page_renders_in_a_headless_browser(served: Served,
         assert len(colours) > 100  # a blank or loading page has a handful of colours
 
 
-def test_dashboard_refuses_a_missing_sqlite_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_dashboard_refuses_a_missing_sqlite_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing.db"
 
     exit_code = main([f"sqlite:///{missing}", "--port", str(_free_port())])
@@ -141,9 +151,7 @@ def test_dashboard_refuses_a_missing_sqlite_file(
     assert not missing.exists()  # opened as is it would have been created empty
 
 
-def test_start_dashboard_prints_url_without_password(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_start_dashboard_prints_url_without_password(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import optuna_dashboard
 
     from hpsearch import storage
@@ -151,8 +159,7 @@ def test_start_dashboard_prints_url_without_password(
     opened: list[str] = []
     served: list[tuple[object, str, int]] = []
     monkeypatch.setattr(storage, "open_storage", lambda url, **kw: opened.append(url) or "db")
-    monkeypatch.setattr(optuna_dashboard, "run_server",
-                        lambda storage, host, port: served.append((storage, host, port)))
+    monkeypatch.setattr(optuna_dashboard, "run_server", lambda storage, host, port: served.append((storage, host, port)))
     url = "postgresql://hp:s3cret@db.example:5432/studies"
 
     port = _free_port()
@@ -191,8 +198,10 @@ def test_dashboard_url() -> None:
 @pytest.fixture
 def spec(tmp_path: Path) -> Path:
     path = tmp_path / "spec.yaml"
-    path.write_text(f"study: dash\nobjective: {REPO / 'tests' / 'fixtures' / 'toy.py'}:objective\noutput: {tmp_path / 'runs'}\n"
-                    "space:\n  lr: {float: [1.0e-4, 1.0], log: true}\n")
+    path.write_text(
+        f"study: dash\nobjective: {REPO / 'tests' / 'fixtures' / 'toy.py'}:objective\noutput: {tmp_path / 'runs'}\n"
+        "space:\n  lr: {float: [1.0e-4, 1.0], log: true}\n"
+    )
     return path
 
 
@@ -217,10 +226,14 @@ def test_a_busy_port_is_one_line_that_names_a_free_port(spec: Path) -> None:
             probe.bind(("127.0.0.1", free))
 
 
-@pytest.mark.parametrize(("flags", "fragment"), [
-    (["--port", "70000"], "--port 70000: a TCP port is 1-65535"),
-    (["--port", "-1"], "--port -1: a TCP port is 1-65535"),
-    (["--host", "192.0.2.1"], "--host 192.0.2.1: not an address of this machine"),  # TEST-NET-1: never local
-], ids=["port_too_high", "port_negative", "foreign_address"])
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [
+        (["--port", "70000"], "--port 70000: a TCP port is 1-65535"),
+        (["--port", "-1"], "--port -1: a TCP port is 1-65535"),
+        (["--host", "192.0.2.1"], "--host 192.0.2.1: not an address of this machine"),  # TEST-NET-1: never local
+    ],
+    ids=["port_too_high", "port_negative", "foreign_address"],
+)
 def test_an_address_it_cannot_listen_on_is_one_line_exit_2(spec: Path, flags: list[str], fragment: str) -> None:
     _one_line_exit_2(cli("dashboard", str(spec), *flags, timeout=60), fragment)

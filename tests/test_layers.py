@@ -50,7 +50,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         stack.pop()
@@ -78,8 +78,17 @@ def test_backends_never_import_each_other_and_lower_layers_import_no_backend():
     backends = {m for m in edges if m.startswith("hpsearch.backends.")}
     for name in backends:
         assert not edges[name] & backends, f"{name} imports {edges[name] & backends}"
-    for lower in ("hpsearch.study", "hpsearch.liveness", "hpsearch.slots", "hpsearch.devices", "hpsearch.storage",
-                  "hpsearch.spec", "hpsearch.registry", "hpsearch.trial", "hpsearch.reporter"):
+    for lower in (
+        "hpsearch.study",
+        "hpsearch.liveness",
+        "hpsearch.slots",
+        "hpsearch.devices",
+        "hpsearch.storage",
+        "hpsearch.spec",
+        "hpsearch.registry",
+        "hpsearch.trial",
+        "hpsearch.reporter",
+    ):
         assert not edges[lower] & backends, f"{lower} imports a backend: {edges[lower] & backends}"
 
 

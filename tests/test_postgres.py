@@ -26,7 +26,7 @@ def test_three_workers_on_one_study_finish_exactly_the_budget(postgres_url, tmp_
     spec.write_text(f"""
 study: {study}
 objective: {TOY}:objective
-output: {tmp_path / 'runs'}
+output: {tmp_path / "runs"}
 budget: {{trials: 9}}
 pruner: none
 fixed: {{epochs: 2, sleep: 0.2}}
@@ -37,7 +37,7 @@ space:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     procs = [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for _ in range(3)]
     outputs = [p.communicate(timeout=240)[0] for p in procs]
-    for p, out in zip(procs, outputs):
+    for p, out in zip(procs, outputs, strict=True):
         assert p.returncode == 0, out
         assert f"{study}: 9 finished (0 pruned), 0 failed" in out
 
@@ -60,10 +60,17 @@ def test_the_printed_url_opens_unchanged_in_optuna_and_optuna_dashboard(postgres
 
     study = f"url-{uuid.uuid4().hex[:8]}"
     spec = tmp_path / "url.yaml"
-    spec.write_text(f"study: {study}\nobjective: {TOY}:objective\noutput: {tmp_path / 'runs'}\nbudget: {{trials: 2}}\n"
-                    "pruner: none\nfixed: {epochs: 1}\nspace: {lr: {float: [1.0e-4, 1.0], log: true}}\n")
-    run = subprocess.run([sys.executable, "-m", "hpsearch.cli", "run", str(spec), "--storage", postgres_url, "--quiet"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    spec.write_text(
+        f"study: {study}\nobjective: {TOY}:objective\noutput: {tmp_path / 'runs'}\nbudget: {{trials: 2}}\n"
+        "pruner: none\nfixed: {epochs: 1}\nspace: {lr: {float: [1.0e-4, 1.0], log: true}}\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "hpsearch.cli", "run", str(spec), "--storage", postgres_url, "--quiet"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     printed = run.stdout.rsplit("\nstorage ", 1)[1].split(";")[0].strip()  # the closing "storage URL; TensorBoard: ..." line
     assert printed == postgres_url  # no driver rewritten into it (this URL has no password to redact)
@@ -71,8 +78,12 @@ def test_the_printed_url_opens_unchanged_in_optuna_and_optuna_dashboard(postgres
     assert len(optuna.load_study(study_name=study, storage=printed).get_trials()) == 2  # plain Optuna, the URL as printed
 
     port = free_port()
-    dashboard = subprocess.Popen([str(Path(sys.executable).parent / "optuna-dashboard"), printed, "--port", str(port)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    dashboard = subprocess.Popen(
+        [str(Path(sys.executable).parent / "optuna-dashboard"), printed, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

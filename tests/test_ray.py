@@ -27,8 +27,22 @@ def ray_address() -> Iterator[str]:
     """One head node for the module: Ray takes many seconds to start on 2 cores."""
     port = free_port()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    subprocess.run([str(RAY), "start", "--head", f"--port={port}", "--num-cpus=2", "--num-gpus=4",
-                    "--include-dashboard=false", "--disable-usage-stats"], check=True, capture_output=True, env=env, timeout=180)
+    subprocess.run(
+        [
+            str(RAY),
+            "start",
+            "--head",
+            f"--port={port}",
+            "--num-cpus=2",
+            "--num-gpus=4",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        check=True,
+        capture_output=True,
+        env=env,
+        timeout=180,
+    )
     try:
         yield f"127.0.0.1:{port}"
     finally:
@@ -46,7 +60,7 @@ def test_concurrent_ray_trials_get_distinct_gpus(ray_address, tmp_path):
     spec.write_text(f"""
 study: gpus
 objective: {RECORD}:objective
-output: {tmp_path / 'runs'}
+output: {tmp_path / "runs"}
 backend: ray
 budget: {{trials: 8}}
 ray: {{scheduler: fifo}}
@@ -166,7 +180,7 @@ def test_pbt_perturbs_top_level_parameters_and_keeps_each_trials_optuna_number(t
     spec_path = tmp_path / "pbt.yaml"
     spec_path.write_text(f"""
 study: pbt
-objective: {ROOT / 'tests' / 'fixtures' / 'toy.py'}:objective
+objective: {ROOT / "tests" / "fixtures" / "toy.py"}:objective
 backend: ray
 ray: {{scheduler: pbt, perturbation_interval: 2}}
 fixed: {{epochs: 6}}

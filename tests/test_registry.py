@@ -19,7 +19,9 @@ def test_the_readme_shows_each_registry_as_it_is(key):
     assert table(TABLES[key], key) in (ROOT / "README.md").read_text(), f"README out of date: python -m hpsearch.registry prints {key}"
 
 
-@pytest.mark.parametrize("key,names", [("sampler.name", SAMPLERS), ("pruner.name", PRUNERS), ("backend", BACKENDS), ("ray.scheduler", RAY_SCHEDULERS)])
+@pytest.mark.parametrize(
+    "key,names", [("sampler.name", SAMPLERS), ("pruner.name", PRUNERS), ("backend", BACKENDS), ("ray.scheduler", RAY_SCHEDULERS)]
+)
 def test_the_spec_accepts_every_registered_name_and_names_them_when_refusing(tmp_path, key, names):
     spec = tmp_path / "s.yaml"
     spec.write_text("study: s\nobjective: tests/fixtures/toy.py:objective\nspace: {lr: {float: [0.001, 0.1], log: true}}\n")

@@ -74,8 +74,11 @@ def hung_trial(tmp_path: Path, study: str) -> Callable[[], FrozenTrial | None]:
         pid = marker.read_text().strip() if marker.exists() else ""
         if not pid:
             return None
-        mine = [t for t in trials_of(tmp_path, study) if t.state == TrialState.RUNNING
-                and t.user_attrs.get("worker", "").endswith(f":{pid}") and t.intermediate_values]
+        mine = [
+            t
+            for t in trials_of(tmp_path, study)
+            if t.state == TrialState.RUNNING and t.user_attrs.get("worker", "").endswith(f":{pid}") and t.intermediate_values
+        ]
         return mine[0] if mine else None
 
     return check
@@ -84,7 +87,11 @@ def hung_trial(tmp_path: Path, study: str) -> Callable[[], FrozenTrial | None]:
 def start_run(spec: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "hpsearch.cli", "run", str(spec), "--quiet", *args],
-        cwd=ROOT, env={**os.environ, **FAST_HEARTBEAT}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env={**os.environ, **FAST_HEARTBEAT},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -189,7 +196,7 @@ def test_four_processes_share_the_default_sqlite_storage_without_lock_errors(wri
     procs = [start_run(spec) for _ in range(4)]  # a fresh file: the four also race to create its tables
     results = [p.communicate(timeout=400) for p in procs]
     elapsed = time.monotonic() - start
-    for proc, (out, err) in zip(procs, results):
+    for proc, (out, err) in zip(procs, results, strict=True):
         assert proc.returncode == 0, err
         assert "locked" not in out + err and "Traceback" not in err
         assert "Traceback" not in out
@@ -237,8 +244,9 @@ def test_out_of_memory_in_a_study_is_recorded_and_the_study_goes_on(write_spec, 
 
 
 def test_a_crashing_trial_records_its_message_and_the_study_goes_on(write_spec, tmp_path):
-    spec = write_spec(SLOW_SPEC.replace("{trials}", "4").replace("sleep: 0.2", "sleep: 0").replace(
-        "space:", "space:\n      fail_at: {{choice: [2, 99]}}"))
+    spec = write_spec(
+        SLOW_SPEC.replace("{trials}", "4").replace("sleep: 0.2", "sleep: 0").replace("space:", "space:\n      fail_at: {{choice: [2, 99]}}")
+    )
     result = cli("run", str(spec), "--quiet")
     assert result.returncode == 0, result.stderr
     trials = trials_of(tmp_path, "slow")

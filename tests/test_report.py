@@ -16,8 +16,7 @@ from hpsearch.space import parse_space
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-SINGLE_PLOTS = ["history", "intermediate", "parallel_coordinate", "importances", "slice",
-                "contour"]
+SINGLE_PLOTS = ["history", "intermediate", "parallel_coordinate", "importances", "slice", "contour"]
 EPOCHS = 5
 
 
@@ -53,7 +52,9 @@ def _conditional_objective(trial: optuna.Trial) -> float:
 
 def _study(tmp_path: Path, name: str, directions: list[str], metrics: list[str]) -> optuna.Study:
     study = optuna.create_study(
-        study_name=name, storage=f"sqlite:///{tmp_path / name}.db", directions=directions,
+        study_name=name,
+        storage=f"sqlite:///{tmp_path / name}.db",
+        directions=directions,
         sampler=optuna.samplers.RandomSampler(seed=0),
     )
     study.set_user_attr("metric_names", metrics)
@@ -117,8 +118,8 @@ def test_multi_objective_report_has_pareto_front_and_per_objective_history(
 
     out = tmp_path / "report"
     stems = ["pareto_front"] + [
-        f"{plot}_{metric}" for plot in ["history", "parallel_coordinate", "importances",
-                                        "slice", "contour"]
+        f"{plot}_{metric}"
+        for plot in ["history", "parallel_coordinate", "importances", "slice", "contour"]
         for metric in ["val_loss", "samples_per_s"]
     ]
     index = _assert_plot_files(out, stems, files)
@@ -129,16 +130,14 @@ def test_multi_objective_report_has_pareto_front_and_per_objective_history(
 
 def test_single_parameter_study_skips_contour_and_says_why(tmp_path: Path) -> None:
     study = _study(tmp_path, "one-param", ["minimize"], ["val_loss"])
-    study.optimize(lambda t: (t.suggest_float("lr", 1e-4, 1e-1, log=True) - 0.01) ** 2,
-                   n_trials=5)
+    study.optimize(lambda t: (t.suggest_float("lr", 1e-4, 1e-1, log=True) - 0.01) ** 2, n_trials=5)
 
     files = write_report(study, tmp_path / "report")
 
     out = tmp_path / "report"
     assert not (out / "contour.png").exists()
     index = _assert_plot_files(out, ["history", "slice", "importances"], files)
-    assert ("Contour of the top two parameters, the learning rate always one: "
-            "needs at least 2 parameter(s)") in index
+    assert ("Contour of the top two parameters, the learning rate always one: needs at least 2 parameter(s)") in index
 
 
 @pytest.mark.parametrize("n_trials", [0, 4])
@@ -165,11 +164,12 @@ def test_no_completed_trials_gives_an_index_saying_so(tmp_path: Path, n_trials: 
 # The shape of spaces/quickstart.yaml: each optimizer has its own lr range, stored by the engine as
 # optimizer.sgd.lr and optimizer.adamw.lr, so no single lr parameter is in every trial.
 TREE_SPACE = {
-    "optimizer": {"choice": {
-        "sgd": {"lr": {"float": [0.01, 0.5], "log": True}, "momentum": {"float": [0.8, 0.98]}},
-        "adamw": {"lr": {"float": [3.0e-4, 1.0e-2], "log": True},
-                  "beta2": {"float": [0.95, 0.999]}},
-    }},
+    "optimizer": {
+        "choice": {
+            "sgd": {"lr": {"float": [0.01, 0.5], "log": True}, "momentum": {"float": [0.8, 0.98]}},
+            "adamw": {"lr": {"float": [3.0e-4, 1.0e-2], "log": True}, "beta2": {"float": [0.95, 0.999]}},
+        }
+    },
     "batch_size": {"choice": [32, 64, 128]},
     "weight_decay": {"float": [1.0e-6, 1.0e-2], "log": True},
     "schedule": {"choice": {"cosine": {"min_lr_ratio": {"float": [0.0, 0.1]}}, "linear": None}},
@@ -179,7 +179,7 @@ TREE_SPACE = {
 def _figure(path: Path) -> dict[str, Any]:
     """The plotly figure (data and layout) inside an HTML plot."""
     text = path.read_text()
-    rest = text[text.index("Plotly.newPlot(") + len("Plotly.newPlot("):]
+    rest = text[text.index("Plotly.newPlot(") + len("Plotly.newPlot(") :]
     decoder, parts = json.JSONDecoder(), []
     for _ in range(3):  # the div id, the traces, the layout
         rest = rest.lstrip().lstrip(",").lstrip()
@@ -239,8 +239,7 @@ def test_slice_and_contour_draw_lr_coloured_by_optimizer(tmp_path: Path) -> None
 
     out = tmp_path / "report"
     fig = _figure(out / "slice.html")
-    lr_axis = next(key for key, axis in fig["layout"].items()
-                   if key.startswith("xaxis") and axis["title"]["text"] == "lr")
+    lr_axis = next(key for key, axis in fig["layout"].items() if key.startswith("xaxis") and axis["title"]["text"] == "lr")
     assert fig["layout"][lr_axis]["type"] == "log"
     lr_traces = {t["name"]: t for t in fig["data"] if t["xaxis"] == lr_axis.replace("axis", "")}
     assert set(lr_traces) == {"optimizer=sgd", "optimizer=adamw", "pruned (last reported)", "best"}

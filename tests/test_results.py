@@ -118,10 +118,13 @@ def test_provenance_never_holds_the_password():
     assert "secret" not in yaml.safe_dump(src)
 
 
-@pytest.mark.parametrize(("number", "message"), [
-    ("1", "error: trial 1 is FAIL (failed: RuntimeError: boom at epoch 1); only completed or pruned trials can be exported"),
-    ("9", "error: study 'toy': no trial 9 (trials are 0..2)"),
-])
+@pytest.mark.parametrize(
+    ("number", "message"),
+    [
+        ("1", "error: trial 1 is FAIL (failed: RuntimeError: boom at epoch 1); only completed or pruned trials can be exported"),
+        ("9", "error: study 'toy': no trial 9 (trials are 0..2)"),
+    ],
+)
 def test_export_of_a_failed_or_unknown_trial_is_one_line_exit_2(toy, tmp_path, capsys, number, message):
     code, _, err = run(capsys, "export", str(toy), "--trial", number, "-o", str(tmp_path / "x.yaml"))
     assert code == 2 and err.strip() == message
@@ -201,8 +204,13 @@ def test_best_and_trials_read_a_study_file_this_user_may_not_write(toy, tmp_path
         probe = subprocess.run([*drop, "touch", str(ro / "runs" / "toy" / "probe")], capture_output=True)
         assert probe.returncode != 0, "the folder must not be writable for the test to mean anything"
         for command in (["best"], ["trials", "--csv"]):
-            done = subprocess.run([*drop, sys.executable, "-m", "hpsearch.cli", *command, str(ro / "spec.yaml")],
-                                  capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
+            done = subprocess.run(
+                [*drop, sys.executable, "-m", "hpsearch.cli", *command, str(ro / "spec.yaml")],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=Path(__file__).resolve().parents[1],
+            )
             assert done.returncode == 0, done.stderr
             assert "val_acc=0.75" in done.stdout or "0,COMPLETE,completed,0.75" in done.stdout
         assert sorted(p.name for p in (ro / "runs" / "toy").iterdir()) == ["study.db"]  # nothing created

@@ -120,8 +120,19 @@ def test_user_objective_in_an_arbitrary_file(write_spec, tmp_path):
 
 def test_failing_and_diverging_trials_do_not_stop_the_study(write_spec, tmp_path):
     spec = write_spec(TOY_SPEC)
-    result = cli("run", str(spec), "--quiet", "--set", "budget.trials=8", "--set", "sampler.name=random",
-                 "--set", "space.fail_at={choice: [2, 99]}", "--set", "space.nan_at={choice: [1, 99]}")
+    result = cli(
+        "run",
+        str(spec),
+        "--quiet",
+        "--set",
+        "budget.trials=8",
+        "--set",
+        "sampler.name=random",
+        "--set",
+        "space.fail_at={choice: [2, 99]}",
+        "--set",
+        "space.nan_at={choice: [1, 99]}",
+    )
     assert result.returncode == 0, result.stderr
     study = load(tmp_path, "toy")
     reasons = [t.user_attrs.get("reason", "") for t in study.trials]
@@ -139,6 +150,8 @@ def test_quiet_drops_epoch_lines_and_keeps_a_status_line_after_each_trial(write_
     lines = result.stdout.splitlines()
     assert not [x for x in lines if " epoch " in x]
     assert [x.split(" | ")[0] for x in lines if " done, " in x] == [
-        "toy: 1/2 done, 0 running, 0 pruned, 0 failed", "toy: 2/2 done, 0 running, 0 pruned, 0 failed"]
+        "toy: 1/2 done, 0 running, 0 pruned, 0 failed",
+        "toy: 2/2 done, 0 running, 0 pruned, 0 failed",
+    ]
     loud = cli("run", str(spec), "--trials", "3")
     assert len([x for x in loud.stdout.splitlines() if x.startswith("  trial 2 epoch ")]) == 3  # fixed.epochs

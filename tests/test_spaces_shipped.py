@@ -3,6 +3,7 @@ the metric they search is one the objective returns."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import shlex
@@ -29,7 +30,7 @@ def header_export_sets(path: Path) -> dict[str, object]:
     if not export:
         return {}
     words = shlex.split(export[0].split("  #")[0])
-    return {k: yaml.safe_load(v) for w, nxt in zip(words, words[1:]) if w == "--set" for k, v in [nxt.split("=", 1)]}
+    return {k: yaml.safe_load(v) for w, nxt in itertools.pairwise(words) if w == "--set" for k, v in [nxt.split("=", 1)]}
 
 
 class _Reporter:

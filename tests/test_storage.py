@@ -10,13 +10,16 @@ from hpsearch.errors import UserError
 from hpsearch.storage import count_states, open_storage, redact, set_attrs, sqlite_path
 
 
-@pytest.mark.parametrize("url,shown", [
-    ("postgresql://u:secret@db:5432/hp", "postgresql://u:***@db:5432/hp"),
-    ("postgresql://u:p@ss@db/hp", "postgresql://u:***@db/hp"),  # an unescaped @ in the password
-    ("postgresql+psycopg2://:secret@db/hp", "postgresql+psycopg2://:***@db/hp"),
-    ("postgresql://u@db:5432/hp", "postgresql://u@db:5432/hp"),
-    ("sqlite:////tmp/runs/x/study.db", "sqlite:////tmp/runs/x/study.db"),
-])
+@pytest.mark.parametrize(
+    "url,shown",
+    [
+        ("postgresql://u:secret@db:5432/hp", "postgresql://u:***@db:5432/hp"),
+        ("postgresql://u:p@ss@db/hp", "postgresql://u:***@db/hp"),  # an unescaped @ in the password
+        ("postgresql+psycopg2://:secret@db/hp", "postgresql+psycopg2://:***@db/hp"),
+        ("postgresql://u@db:5432/hp", "postgresql://u@db:5432/hp"),
+        ("sqlite:////tmp/runs/x/study.db", "sqlite:////tmp/runs/x/study.db"),
+    ],
+)
 def test_redact_hides_every_password_and_only_the_password(url: str, shown: str):
     assert redact(url) == shown
 

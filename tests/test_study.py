@@ -35,7 +35,9 @@ def test_a_smoke_run_with_other_fixed_values_is_refused_when_the_real_run_resume
     real = cli("run", str(spec), "--quiet")
     assert real.returncode == 2, real.stdout + real.stderr
     [line] = real.stderr.strip().splitlines()
-    assert line.startswith(f"error: {spec}: study 'real' in sqlite:///{tmp_path / 'runs' / 'real' / 'study.db'} was run with another definition")
+    assert line.startswith(
+        f"error: {spec}: study 'real' in sqlite:///{tmp_path / 'runs' / 'real' / 'study.db'} was run with another definition"
+    )
     assert 'fixed.dataset: "synthetic" -> "cifar10"; fixed.epochs: 1 -> 3' in line
     assert "--study NEW" in line and "--resume-anyway" in line
     assert "resuming" not in real.stdout
@@ -76,15 +78,46 @@ def test_another_objective_and_metric_are_named_old_and_new(write_spec, tmp_path
 def test_budget_sampler_and_resources_change_freely_and_a_changed_space_warns_once(write_spec, tmp_path):
     spec = write_spec(SPEC)
     assert cli("run", str(spec), "--trials", "1", "--quiet").returncode == 0
-    freely = cli("run", str(spec), "--quiet", "--trials", "2", "--timeout", "100", "--max-failures", "3",
-                 "--set", "sampler.name=tpe", "--set", "resources.cpus_per_trial=1")
+    freely = cli(
+        "run",
+        str(spec),
+        "--quiet",
+        "--trials",
+        "2",
+        "--timeout",
+        "100",
+        "--max-failures",
+        "3",
+        "--set",
+        "sampler.name=tpe",
+        "--set",
+        "resources.cpus_per_trial=1",
+    )
     assert freely.returncode == 0 and freely.stderr == "", freely.stderr
-    wider = cli("run", str(spec), "--quiet", "--trials", "3", "--set", "space.lr={float: [1.0e-5, 1.0], log: true}",
-                "--set", "space.momentum={float: [0.5, 0.99]}")
+    wider = cli(
+        "run",
+        str(spec),
+        "--quiet",
+        "--trials",
+        "3",
+        "--set",
+        "space.lr={float: [1.0e-5, 1.0], log: true}",
+        "--set",
+        "space.momentum={float: [0.5, 0.99]}",
+    )
     assert wider.returncode == 0, wider.stderr
     assert wider.stderr.strip() == f"warning: {spec}: study 'real': the space changed since its last run: added momentum; changed lr"
-    same = cli("run", str(spec), "--quiet", "--trials", "4", "--set", "space.lr={float: [1.0e-5, 1.0], log: true}",
-               "--set", "space.momentum={float: [0.5, 0.99]}")
+    same = cli(
+        "run",
+        str(spec),
+        "--quiet",
+        "--trials",
+        "4",
+        "--set",
+        "space.lr={float: [1.0e-5, 1.0], log: true}",
+        "--set",
+        "space.momentum={float: [0.5, 0.99]}",
+    )
     assert same.returncode == 0 and same.stderr == "", same.stderr
     narrower = cli("run", str(spec), "--quiet", "--trials", "5")
     assert narrower.stderr.strip().endswith("the space changed since its last run: removed momentum; changed lr")

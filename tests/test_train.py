@@ -89,8 +89,14 @@ def test_a_killed_run_resumes_from_its_checkpoint(study, tmp_path, capsys):
     assert main(["train", str(exported), "-o", str(whole), "--quiet"]) == 0
 
     env = {**os.environ, "HPSEARCH_TEST_DIE_AFTER": "2", "PYTHONUNBUFFERED": "1"}
-    first = subprocess.run([sys.executable, "-m", "hpsearch.cli", "train", str(exported), "-o", str(killed)],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    first = subprocess.run(
+        [sys.executable, "-m", "hpsearch.cli", "train", str(exported), "-o", str(killed)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert first.returncode == -signal.SIGKILL, first.stderr
     assert "epoch 2/4:" in first.stdout and "epoch 3/4:" not in first.stdout
     assert not (killed / "metrics.json").exists()
@@ -120,10 +126,13 @@ def test_a_finished_or_different_run_dir_is_refused(study, tmp_path, capsys):
     assert "holds a run of another config (differs in epochs, lr)" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("edit", "message"), [
-    ({"objective": "no_such_module:train"}, "objective: no module named 'no_such_module'"),
-    ({"config": {"model": "resnet9000", "epochs": 1}}, "config: unknown model 'resnet9000'"),
-])
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ({"objective": "no_such_module:train"}, "objective: no module named 'no_such_module'"),
+        ({"config": {"model": "resnet9000", "epochs": 1}}, "config: unknown model 'resnet9000'"),
+    ],
+)
 def test_a_bad_exported_file_is_a_one_line_error(study, tmp_path, capsys, edit, message):
     spec, _ = study
     exported = tmp_path / "best.yaml"

@@ -65,7 +65,9 @@ def test_the_first_report_without_the_metric_fails_the_trial_there():
 
 def test_a_raising_objective_leaves_its_traceback_and_the_line_that_raised(tmp_path):
     user = tmp_path / "user_objective.py"
-    user.write_text("def helper(config):\n    return config['momentum']\n\n\ndef fit(config, reporter):\n    return {'score': helper(config)}\n")
+    user.write_text(
+        "def helper(config):\n    return config['momentum']\n\n\ndef fit(config, reporter):\n    return {'score': helper(config)}\n"
+    )
     import importlib.util
 
     loaded = importlib.util.spec_from_file_location("user_objective", user)

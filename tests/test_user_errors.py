@@ -97,8 +97,9 @@ def project(tmp_path: Path) -> Path:
     root = tmp_path / "project"
     (root / "code").mkdir(parents=True)
     (root / "code" / "fit.py").write_text(TOY.read_text())
-    (root / "spec.yaml").write_text(textwrap.dedent(
-        """
+    (root / "spec.yaml").write_text(
+        textwrap.dedent(
+            """
         study: handle
         objective: code/fit.py:objective
         output: runs
@@ -107,7 +108,8 @@ def project(tmp_path: Path) -> Path:
         space:
           lr: {float: [1.0e-3, 0.1], log: true}
         """
-    ))
+        )
+    )
     (tmp_path / "elsewhere").mkdir()
     return root
 

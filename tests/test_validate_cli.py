@@ -12,7 +12,7 @@ from tests.conftest import ROOT, cli
 
 SPACES = sorted((ROOT / "spaces").glob("*.yaml"))  # quickstart, resnet, and fashion once it ships
 
-PICKY = '''
+PICKY = """
 def fit(config, reporter):
     return {"score": 1.0}
 
@@ -23,7 +23,7 @@ def validate(config):
 
 
 fit.validate = validate
-'''
+"""
 
 
 @pytest.mark.parametrize("path", SPACES, ids=[p.name for p in SPACES])
@@ -58,6 +58,8 @@ def test_a_space_whose_every_config_is_rejected_exits_2(tmp_path: Path):
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr  # one reason, grouped over the 20 configs
-    assert lines[0].startswith("error: picky.yaml: all 20 sampled configs would be rejected by objective picky.py:fit: 20 of 20: x must be 0")
+    assert lines[0].startswith(
+        "error: picky.yaml: all 20 sampled configs would be rejected by objective picky.py:fit: 20 of 20: x must be 0"
+    )
     assert result.stdout == ""
     assert not (tmp_path / "runs").exists()

@@ -85,7 +85,8 @@ def test_impossible_plans_are_user_errors_naming_the_numbers():
 def test_fixed_threads_above_the_slot_share_is_lowered_in_each_trial_config_and_noticed_once():
     slots = plan_slots(Resources(workers=2), [], cores=2)
     assert threads_notice({"threads": 2}, slots, cores=2) == (
-        "fixed.threads=2 would oversubscribe 2 slot(s) on 2 core(s): each trial runs 1 thread (resources.cpus_per_trial sets the share)")
+        "fixed.threads=2 would oversubscribe 2 slot(s) on 2 core(s): each trial runs 1 thread (resources.cpus_per_trial sets the share)"
+    )
     assert threads_notice({"threads": 1}, slots, cores=2) is None
     assert threads_notice({}, slots, cores=2) is None
     spec = Spec(study="s", fixed={"threads": 4, "epochs": 1})

@@ -128,8 +128,15 @@ def claim(study: optuna.Study, budget: int, lock: ClaimLock, observer: Observer)
         return study.ask()  # stamped with this process's identity once sampled (trial_function): one commit, not two
 
 
-def work(spec: Spec, quiet: bool = False, announce_lines: bool = True, deadline: float | None = None,
-         seed_salt: int = 0, stop: threading.Event | None = None, steps: StepHook | None = None) -> Summary:
+def work(
+    spec: Spec,
+    quiet: bool = False,
+    announce_lines: bool = True,
+    deadline: float | None = None,
+    seed_salt: int = 0,
+    stop: threading.Event | None = None,
+    steps: StepHook | None = None,
+) -> Summary:
     """Claim and run trials until completed + pruned reaches ``budget.trials`` (or time, failures, ``stop``).
 
     ``announce_lines``: print the first line and each trial's end (a slot leaves that to its parent).
@@ -182,7 +189,9 @@ def work(spec: Spec, quiet: bool = False, announce_lines: bool = True, deadline:
                     stopped_early = broken
                     break
                 if limit is not None and failures_in_a_row >= limit:
-                    stopped_early = f"{failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {ended.user_attrs.get('reason')}"
+                    stopped_early = (
+                        f"{failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {ended.user_attrs.get('reason')}"
+                    )
                     break
         except KeyboardInterrupt:  # also a claim cut short between ask() and the objective, before its stamp
             if trial is not None:
@@ -192,8 +201,9 @@ def work(spec: Spec, quiet: bool = False, announce_lines: bool = True, deadline:
     return summary(study, spec, ran, stopped_early)
 
 
-def run_claimed(study: optuna.Study, trial: optuna.Trial, fn: Callable[[optuna.Trial], Any], stop: threading.Event,
-                steps: StepHook | None = None) -> FrozenTrial:
+def run_claimed(
+    study: optuna.Study, trial: optuna.Trial, fn: Callable[[optuna.Trial], Any], stop: threading.Event, steps: StepHook | None = None
+) -> FrozenTrial:
     """Run one claimed trial and record its end state, as study.optimize would."""
     beat = Heartbeat(study, trial)
     values, state = None, TrialState.COMPLETE
@@ -239,7 +249,9 @@ def apply_threads() -> None:
 # ---------------------------------------------------------------------------- the trial body
 
 
-def trial_function(spec: Spec, objective: Any, progress: Progress, steps: StepHook | None = None) -> Callable[[optuna.Trial], float | list[float]]:
+def trial_function(
+    spec: Spec, objective: Any, progress: Progress, steps: StepHook | None = None
+) -> Callable[[optuna.Trial], float | list[float]]:
     """Sample, run the objective, record; raises TrialPruned / TrialFailed for run_claimed."""
 
     def fn(trial: optuna.Trial) -> float | list[float]:
@@ -307,8 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGUSR1, lambda signum, frame: stop.set())  # finish the running trial, claim no more
     spec = spec_from_env(args.path)
     try:
-        result = work(spec, quiet=args.quiet, announce_lines=False, deadline=deadline_from_env(),
-                      seed_salt=1_000_003 * (args.slot + 1), stop=stop)
+        result = work(
+            spec, quiet=args.quiet, announce_lines=False, deadline=deadline_from_env(), seed_salt=1_000_003 * (args.slot + 1), stop=stop
+        )
     except KeyboardInterrupt:
         return 130
     if result.stopped_early:

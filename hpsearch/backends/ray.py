@@ -246,8 +246,13 @@ class Recorder:
         metrics = {k: v for k, v in last.items() if k != "epoch"}
         wall_s = round(float((trial.last_result or {}).get("time_total_s", 0.0)), 3)
         planned = trial_config(trial.config).get("epochs")
-        attrs = {"epochs": epoch, "wall_s": wall_s, "metrics": {k: v for k, v in metrics.items() if finite(v)},
-                 "samples_per_s": metrics.get("samples_per_s"), "peak_mem_mb": metrics.get("peak_mem_mb")}
+        attrs = {
+            "epochs": epoch,
+            "wall_s": wall_s,
+            "metrics": {k: v for k, v in metrics.items() if finite(v)},
+            "samples_per_s": metrics.get("samples_per_s"),
+            "peak_mem_mb": metrics.get("peak_mem_mb"),
+        }
         values = [metrics.get(m) for m in self.spec.metrics]
         if isinstance(planned, int) and epoch >= planned and all(finite(v) for v in values):
             return {"state": "completed", "reason": "completed", "values": values, **attrs}
@@ -305,8 +310,9 @@ def make_searcher(spec: Spec, storage: Any, sampler: optuna.samplers.BaseSampler
 
     modes = ["max" if d == "maximize" else "min" for d in spec.directions]
     metric: Any = spec.metrics if len(modes) > 1 else spec.metrics[0]
-    return StudySearch(space=space, metric=metric, mode=modes if len(modes) > 1 else modes[0],
-                       sampler=sampler, study_name=spec.study, storage=storage)
+    return StudySearch(
+        space=space, metric=metric, mode=modes if len(modes) > 1 else modes[0], sampler=sampler, study_name=spec.study, storage=storage
+    )
 
 
 def trial_number(config: dict[str, Any]) -> int:
@@ -366,8 +372,9 @@ def build_pbt(spec: Spec, common: dict[str, Any]) -> Any:
             config[KEY]["trial"] = trial_number(trial.config)
             return config, operations
 
-    return KeepTrialNumber(**common, perturbation_interval=spec.ray.perturbation_interval,
-                           hyperparam_mutations=pbt_mutations(spec), require_attrs=False)
+    return KeepTrialNumber(
+        **common, perturbation_interval=spec.ray.perturbation_interval, hyperparam_mutations=pbt_mutations(spec), require_attrs=False
+    )
 
 
 def pbt_mutations(spec: Spec) -> dict[str, Any]:
@@ -377,7 +384,9 @@ def pbt_mutations(spec: Spec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, p in spec.tree.params.items():
         if isinstance(p, Float):
-            out[name] = tune.loguniform(p.low, p.high) if p.log else tune.quniform(p.low, p.high, p.step) if p.step else tune.uniform(p.low, p.high)
+            out[name] = (
+                tune.loguniform(p.low, p.high) if p.log else tune.quniform(p.low, p.high, p.step) if p.step else tune.uniform(p.low, p.high)
+            )
         elif isinstance(p, Int):
             out[name] = tune.lograndint(p.low, p.high + 1) if p.log else tune.qrandint(p.low, p.high, p.step)
         elif isinstance(p, Choice) and not p.conditional:
@@ -385,7 +394,9 @@ def pbt_mutations(spec: Spec) -> dict[str, Any]:
         elif not isinstance(p, (Const, Choice)):
             raise TypeError(f"unknown parameter {p!r}")
     if not out:
-        raise UserError(f"{spec.path}: ray.scheduler: pbt needs a top-level parameter to perturb (the space has none outside conditional options)")
+        raise UserError(
+            f"{spec.path}: ray.scheduler: pbt needs a top-level parameter to perturb (the space has none outside conditional options)"
+        )
     return {KEY: {"config": out}}
 
 
@@ -406,8 +417,11 @@ def ray_session(spec: Spec) -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
-    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR,
-                             "runtime_env": {"env_vars": {"RAY_CHDIR_TO_TRIAL_DIR": "0"}}}  # trials keep the driver's paths
+    quiet: dict[str, Any] = {
+        "log_to_driver": False,
+        "logging_level": logging.ERROR,
+        "runtime_env": {"env_vars": {"RAY_CHDIR_TO_TRIAL_DIR": "0"}},
+    }  # trials keep the driver's paths
     address = spec.ray.address
     try:
         if address:
@@ -459,10 +473,14 @@ def driver_env(pending: int) -> Iterator[None]:
     Tune lets a search algorithm other than random/grid have one trial pending at a time, so
     trials start one after another; ``pending`` lets as many start as fit on the cluster.
     """
-    wanted = {"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
-              "RAY_AIR_NEW_OUTPUT": "0", "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "1e9",
-              "TUNE_MAX_PENDING_TRIALS_PG": str(pending),
-              "TUNE_DISABLE_SIGINT_HANDLER": "1"}  # Ctrl-C ends the run (trials "interrupted"), not just one Tuner round
+    wanted = {
+        "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",
+        "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",
+        "RAY_AIR_NEW_OUTPUT": "0",
+        "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "1e9",
+        "TUNE_MAX_PENDING_TRIALS_PG": str(pending),
+        "TUNE_DISABLE_SIGINT_HANDLER": "1",
+    }  # Ctrl-C ends the run (trials "interrupted"), not just one Tuner round
     saved = {k: os.environ.get(k) for k in wanted}
     os.environ.update(wanted)
     tune_log = logging.getLogger("ray.tune")
@@ -507,8 +525,10 @@ def run_rounds(spec: Spec, study: optuna.Study, recorder: Recorder, progress: Pr
     cluster = ray.cluster_resources()
     resources = trial_resources(spec, cluster.get("GPU", 0))
     concurrency = concurrent_trials(spec, resources, cluster)
-    where = (f" on Ray ({'cluster ' + spec.ray.address if spec.ray.address else 'local'}; {resources['cpu']:g} CPU, "
-             f"{resources['gpu']:g} GPU per trial, {concurrency} at once)")
+    where = (
+        f" on Ray ({'cluster ' + spec.ray.address if spec.ray.address else 'local'}; {resources['cpu']:g} CPU, "
+        f"{resources['gpu']:g} GPU per trial, {concurrency} at once)"
+    )
     announce(progress, spec, progress.counts.done, where, f"sampler {sampler_name(spec)} via OptunaSearch, scheduler {scheduler_name}")
 
     def trainable(config: dict[str, Any]) -> dict[str, Any]:
