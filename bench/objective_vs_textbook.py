@@ -7,9 +7,18 @@ calls .item() per batch. "hpsearch" is objectives.image_classification:train. Bo
 same data and split (hpsearch.train.data loads it), model (hpsearch.train.models), seeded
 init, batch size, epochs, SGD + cosine per step, weight decay on all parameters, random-crop
 padding (1 pixel on digits; none on synthetic data, whose random prototypes a shift would
-erase: the textbook then runs ToTensor + Normalize only) and torch threads. Runs alternate hpsearch, textbook, textbook, hpsearch, ...
+erase, nor on Fashion-MNIST, whose tutorials use none: the textbook then runs ToTensor +
+Normalize only) and torch threads. Runs alternate hpsearch, textbook, textbook, hpsearch, ...
 
-    .venv/bin/python bench/objective_vs_textbook.py          # digits + synthetic 32x32, resnet8 + mlp, 3 repeats
+Fashion-MNIST is the real data set, read from its gzipped idx files (Debian's
+dataset-fashion-mnist in /usr/share/datasets/fashion-mnist): hpsearch with `dataset:
+fashion_mnist` and `train_subset`, the textbook as a tutorial would, a Dataset of PIL images
+over the decoded arrays with ToTensor + Normalize per sample (the same seeded subset, so both
+loops see the same images). One epoch on a seeded, class-stratified 20,000 of the 54,000
+training images keeps the whole run near 10 minutes on 2 shared cores (a textbook cnn epoch
+takes 20-30 s here); validation is all 6,000 held-out images.
+
+    .venv/bin/python bench/objective_vs_textbook.py          # digits, synthetic 32x32 (2 repeats), fashion_mnist (3)
     .venv/bin/python bench/objective_vs_textbook.py --smoke
 """
 
@@ -26,8 +35,15 @@ CASES: dict[str, dict[str, Any]] = {
     "digits": {"dataset": "digits", "aug_crop_padding": 1, "batch_size": 64, "epochs": 10},
     # random pixel prototypes have no spatial structure: a shifted crop would erase the signal, so no crop here
     "synthetic32": {"dataset": "synthetic", "synthetic_samples": 1024, "aug_crop_padding": 0, "batch_size": 64, "epochs": 5},
+    # real 28x28 images; batch 64 as in PyTorch's Fashion-MNIST quickstart; a subset keeps the run near 10 minutes
+    "fashion_mnist": {"dataset": "fashion_mnist", "train_subset": 20000, "aug_crop_padding": 0, "batch_size": 64, "epochs": 1},
 }
-MODELS = ("resnet8", "mlp")
+MODELS: dict[str, tuple[str, ...]] = {  # resnet8 on 20,000 28x28 images would take minutes an epoch here
+    "digits": ("resnet8", "mlp"), "synthetic32": ("resnet8", "mlp"), "fashion_mnist": ("mlp", "cnn"),
+}
+REPEATS = {"digits": 2, "synthetic32": 2, "fashion_mnist": 3}  # --repeats overrides; ~10 minutes in all on 2 cores
+WARMUP_SUBSET = {"train_subset": 512, "val_subset": 256}  # warm-up runs are 1 epoch, on this subset where the case has one
+SMOKE_SUBSET = {"train_subset": 256, "val_subset": 128, "epochs": 1}  # fashion_mnist in --smoke: seconds
 COMMON = {
     "optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 5e-4, "wd_norm_bias": True,
     "schedule": "cosine", "aug_hflip": False, "amp": "off", "device": "cpu", "val_fraction": 0.1, "split_seed": 0,
@@ -94,10 +110,13 @@ def textbook_loaders(config: dict[str, Any], workers: int) -> tuple[Any, Any, in
     import torch
     from torchvision import transforms
 
-    from hpsearch.train.data import DATASETS, carve
+    from hpsearch.train.data import DATASETS, carve, subsample
 
     splits = DATASETS[config["dataset"]].load(config)
     train, val = carve(splits.train, config["val_fraction"], config["split_seed"])
+    # the objective's train_subset/val_subset: the same seeded images, so both loops train on one set
+    train = subsample(train, config.get("train_subset"), config["split_seed"], "train_subset")
+    val = subsample(val, config.get("val_subset"), config["split_seed"], "val_subset")
     size = splits.image_shape[1]
     normalize = transforms.Normalize(splits.mean, splits.std)
     crop = [transforms.RandomCrop(size, padding=config["aug_crop_padding"])] if config["aug_crop_padding"] else []
@@ -165,7 +184,17 @@ def data_only(config: dict[str, Any], workers: int) -> dict[str, float]:
     with Timer() as hp:
         for _ in loader:
             pass
-    return {"textbook_data_s": tb.s, "hpsearch_data_s": hp.s}
+    return {"textbook_data_s": tb.s, "hpsearch_data_s": hp.s, "train_images": len(train_loader.dataset)}
+
+
+def variants_for(configs: list[dict[str, Any]], model: str, workers: list[int]) -> dict[str, Any]:
+    """name -> fn(repeat) running configs[repeat] in that variant."""
+    variants = {"hpsearch": lambda r: run_hpsearch(configs[r])}
+    if model != "mlp":  # the objective's default puts convnets in channels_last; this shows what that buys
+        variants["hpsearch_nchw"] = lambda r: run_hpsearch({**configs[r], "channels_last": False})
+    for w in workers:
+        variants[f"textbook_w{w}"] = lambda r, w=w: run_textbook(configs[r], w)
+    return variants
 
 
 def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -187,37 +216,44 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=None, help="interleaved runs per row (default: REPEATS per case)")
     p.add_argument("--workers", type=int, nargs="+", default=[2, 0],
                    help="textbook DataLoader workers, one variant each (the CIFAR-10 tutorial uses 2)")
     # 1 by default: on a shared machine, 2 OpenMP threads that spin-wait swing 5-10x with other jobs' load
     p.add_argument("--threads", type=int, default=1, help="torch threads for both loops (default 1)")
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
-    p.add_argument("--models", nargs="+", default=list(MODELS))
+    p.add_argument("--models", nargs="+", default=None, help="models for every case (default: each case's own, see MODELS)")
     args = p.parse_args(argv)
     started = time.perf_counter()
     cases = {name: dict(CASES[name]) for name in args.cases}
+    from hpsearch.train.data import DATASETS
+
+    models = {name: tuple(args.models) if args.models else MODELS[name] for name in cases}
+    skipped = []
     if args.smoke:
-        args.repeats, args.models, args.workers = 1, ["mlp"], [0]
-        cases = {"digits": {**CASES["digits"], "epochs": 1}}
-    rows, figures, agree, fast = [], {}, True, []
+        args.repeats, args.workers = 1, [0]  # and no warm-up runs
+        cases, models = {"digits": {**CASES["digits"], "epochs": 1}}, {"digits": ("mlp",)}
+        fashion = {**CASES["fashion_mnist"], **SMOKE_SUBSET}
+        if DATASETS["fashion_mnist"].missing(fashion) is None:  # the real files: a tiny subset through both loops
+            cases["fashion_mnist"], models["fashion_mnist"] = fashion, ("cnn",)
+        else:
+            skipped.append("fashion_mnist skipped: no idx files (apt-get install dataset-fashion-mnist)")
+    rows, figures, agree, fast, repeats = [], {}, True, [], {}
     keys = ["hpsearch", "hpsearch_nchw", *(f"textbook_w{w}" for w in args.workers)]
     for case, case_cfg in cases.items():
-        for model in args.models:
+        for model in models[case]:
             print(f"{case} / {model}", flush=True)
-            configs = [{**config_for(case, model, seed, args.threads), **case_cfg} for seed in range(args.repeats)]
-            variants = {"hpsearch": lambda r, configs=configs: run_hpsearch(configs[r])}
-            if model != "mlp":  # the objective's default puts convnets in channels_last; this shows what that buys
-                variants["hpsearch_nchw"] = lambda r, configs=configs: run_hpsearch({**configs[r], "channels_last": False})
-            for w in args.workers:
-                variants[f"textbook_w{w}"] = lambda r, w=w, configs=configs: run_textbook(configs[r], w)
-            if not args.smoke:  # first-call costs (imports, allocator, oneDNN kernels) out of the timed runs
-                for fn in variants.values():
+            repeats[case] = n = args.repeats or REPEATS[case]
+            configs = [{**config_for(case, model, seed, args.threads), **case_cfg} for seed in range(n)]
+            if not args.smoke:  # first-call costs (imports, allocator, oneDNN kernels) out of the timed runs: a short run each
+                warm = {**configs[0], "epochs": 1, **(WARMUP_SUBSET if "train_subset" in case_cfg else {})}
+                for fn in variants_for([warm], model, args.workers).values():
                     fn(0)
-            runs = interleave(variants, args.repeats)
+            runs = interleave(variants_for(configs, model, args.workers), n)
             summary = summarize(runs)
             split = data_only(configs[0], args.workers[0])
-            figures[f"{case}_{model}"] = {**summary, **split, "epochs": configs[0]["epochs"], "batch_size": configs[0]["batch_size"]}
+            figures[f"{case}_{model}"] = {**summary, **split, "epochs": configs[0]["epochs"], "batch_size": configs[0]["batch_size"],
+                                          "repeats": n}
             agree = agree and summary["max_acc_diff_points"] <= 1.0
             fast.append(summary["speedup_train"] >= 2.0)
             sps, acc = summary["samples_per_s"], summary["val_acc"]
@@ -228,13 +264,21 @@ def main(argv: list[str] | None = None) -> None:
             ])
     names = ["hpsearch", "hpsearch NCHW", *(f"textbook w={w}" for w in args.workers)]
     notes = [
-        (f"Medians of {args.repeats} interleaved runs per row (seeds 0..{args.repeats - 1}); accuracies are means over the same runs; "
+        (f"Medians of {', '.join(f'{n} ({case})' for case, n in repeats.items())} interleaved runs per row (seeds 0, 1, ...; "
+         "a median of 2 is their mean); accuracies are means over the same runs; "
         f"torch threads {args.threads}; textbook variants differ only in DataLoader workers ({', '.join(map(str, args.workers))})."),
         ("speed-up (train): hpsearch's training samples/s (epoch loops only) over the faster textbook variant's; "
         "speed-up (wall): the whole call incl. data loading, model build and evaluation, against the faster textbook wall time."),
         f"data-only: one training epoch of batches with no model, textbook (workers={args.workers[0]}) / hpsearch, in seconds.",
         ("hpsearch NCHW: the objective with channels_last: false, i.e. before channels_last became the CPU default for "
          "convnets; hpsearch / hpsearch NCHW is what that default buys on this CPU."),
+        *(f"{case}: {', '.join(f'{k}={v}' for k, v in cfg.items() if k != 'dataset')}" for case, cfg in cases.items()),
+        *([f"fashion_mnist: the real data (Debian's dataset-fashion-mnist, gzipped idx files), {cases['fashion_mnist']['epochs']} "
+           f"epoch(s) on a seeded, class-stratified {cases['fashion_mnist']['train_subset']:,} of the 54,000 training images "
+           "(the rest of the 60,000 is the 10% validation split, all used) to keep the run near 10 minutes on this machine; "
+           "the textbook reads the same images through a Dataset of PIL images and per-sample ToTensor + Normalize."]
+          if "fashion_mnist" in cases else []),
+        *skipped,
     ]
     speedups = [f["speedup_train"] for f in figures.values()]
     diffs = [f["max_acc_diff_points"] for f in figures.values()]
@@ -244,7 +288,7 @@ def main(argv: list[str] | None = None) -> None:
         args.out, "objective_vs_textbook", "Objective vs textbook PyTorch loop (CPU)", headline=headline, smoke=args.smoke,
         goal="≥ 2× the textbook loop's training samples/s on CPU; final val accuracy within 1 point",
         goal_met=(agree and all(fast)) if not args.smoke else None,
-        figures={**figures, "accuracy_within_1_point": agree, "repeats": args.repeats, "threads": args.threads},
+        figures={**figures, "accuracy_within_1_point": agree, "repeats": repeats, "threads": args.threads},
         table={"columns": ["data", "model", *(f"{n} samples/s" for n in names), "speed-up (train)", "speed-up (wall)",
                            "val acc % (" + " / ".join(names) + ")", "data-only epoch s textbook / hpsearch"], "rows": rows},
         notes=notes, started=started,
