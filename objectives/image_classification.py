@@ -123,17 +123,28 @@ def train(config: dict, reporter) -> dict[str, float]:
     for epoch in range(first, cfg["epochs"] + 1):
         t0 = time.perf_counter()
         result = train_epoch(
-            model, data.train, optimizer, scheduler, accum_steps=cfg["accum_steps"], dtype=dtype,
-            scaler=scaler, grad_clip=cfg["grad_clip"], label_smoothing=cfg["label_smoothing"],
+            model,
+            data.train,
+            optimizer,
+            scheduler,
+            accum_steps=cfg["accum_steps"],
+            dtype=dtype,
+            scaler=scaler,
+            grad_clip=cfg["grad_clip"],
+            label_smoothing=cfg["label_smoothing"],
         )
         train_loss = result.mean_loss()  # the epoch's one host sync
         train_s = time.perf_counter() - t0
         diverged = not math.isfinite(train_loss)
         val_loss, val_acc = (math.nan, math.nan) if diverged else evaluate(model, data.val, dtype)
         last = {
-            "train_loss": train_loss, "val_loss": val_loss, "val_acc": val_acc,
-            "lr": optimizer.param_groups[0]["lr"], "samples_per_s": result.samples / train_s,
-            "epoch_time_s": time.perf_counter() - t0, "peak_mem_mb": _peak_mem_mb(device),
+            "train_loss": train_loss,
+            "val_loss": val_loss,
+            "val_acc": val_acc,
+            "lr": optimizer.param_groups[0]["lr"],
+            "samples_per_s": result.samples / train_s,
+            "epoch_time_s": time.perf_counter() - t0,
+            "peak_mem_mb": _peak_mem_mb(device),
         }
         reporter.report(epoch, last)
         if diverged:
@@ -143,9 +154,13 @@ def train(config: dict, reporter) -> dict[str, float]:
         save_checkpoint(_checkpoint(epoch, raw, optimizer, scheduler, scaler, best, last))
 
     out = {
-        "val_acc": last["val_acc"], "best_val_acc": best, "val_loss": last["val_loss"],
-        "train_loss": last["train_loss"], "samples_per_s": float(np.mean(speeds or [last["samples_per_s"]])),
-        "epochs": float(cfg["epochs"]), "peak_mem_mb": _peak_mem_mb(device),
+        "val_acc": last["val_acc"],
+        "best_val_acc": best,
+        "val_loss": last["val_loss"],
+        "train_loss": last["train_loss"],
+        "samples_per_s": float(np.mean(speeds or [last["samples_per_s"]])),
+        "epochs": float(cfg["epochs"]),
+        "peak_mem_mb": _peak_mem_mb(device),
     }
     if cfg["evaluate_test"] and data.test is not None:
         out["test_loss"], out["test_acc"] = evaluate(model, data.test, dtype)
@@ -197,9 +212,14 @@ def _rng_state() -> dict:
 def _checkpoint(epoch, model, optimizer, scheduler, scaler, best: float, metrics: dict) -> dict:
     """Live tensors, not copies: the reporter serializes them before training goes on."""
     return {
-        "epoch": epoch, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict() if scaler else None,
-        "rng": _rng_state(), "best_val_acc": best, "metrics": metrics,
+        "epoch": epoch,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict() if scaler else None,
+        "rng": _rng_state(),
+        "best_val_acc": best,
+        "metrics": metrics,
     }
 
 
@@ -208,7 +228,7 @@ def _restore(state: dict, model, optimizer, scheduler, scaler) -> None:
     optimizer.load_state_dict(state["optimizer"])
     # the lr curve follows this run's config (e.g. more epochs); only the step count resumes
     scheduler.load_state_dict({**state["scheduler"], "lr_lambdas": [None] * len(scheduler.lr_lambdas)})
-    for group, base, curve in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas):
+    for group, base, curve in zip(optimizer.param_groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
         group["lr"] = base * curve(scheduler.last_epoch)
     if scaler is not None and state.get("scaler"):
         scaler.load_state_dict(state["scaler"])

@@ -272,12 +272,13 @@ CIFAR10 = _Cifar(
     (0.2470, 0.2435, 0.2616),
     "CIFAR10",
 )
-CIFAR100 = _Cifar(
-    "cifar-100-python", ("train",), "test", 100, (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762), "CIFAR100"
-)
+CIFAR100 = _Cifar("cifar-100-python", ("train",), "test", 100, (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762), "CIFAR100")
 
 _IDX_STEMS = (  # each read as <stem>.gz or <stem>
-    "train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
 )
 _IDX_MAGIC = {3: 2051, 1: 2049}  # images (N×H×W) and labels (N) of unsigned bytes: 0x0000_08_<ndim>
 SYSTEM_DATASETS = Path("/usr/share/datasets")  # where Debian's dataset-* packages install
@@ -488,7 +489,7 @@ class BatchTransform:
         """Per-channel scale and offset, built once per device: a host->GPU copy would sync."""
         if device not in self._cache:
             scale = torch.tensor([1 / (255 * s) for s in self.std])[:, None, None]
-            offset = torch.tensor([-m / s for m, s in zip(self.mean, self.std)])[:, None, None]
+            offset = torch.tensor([-m / s for m, s in zip(self.mean, self.std, strict=True)])[:, None, None]
             self._cache[device] = (scale.to(device), offset.to(device))
         return self._cache[device]
 
@@ -510,9 +511,7 @@ class BatchTransform:
 class TensorLoader:
     """Shuffled batches sliced from device tensors; shuffling draws from the global RNG."""
 
-    def __init__(
-        self, split: Split, batch_size: int, transform: BatchTransform, *, train: bool, group: int = 1
-    ) -> None:
+    def __init__(self, split: Split, batch_size: int, transform: BatchTransform, *, train: bool, group: int = 1) -> None:
         self.split, self.batch_size, self.transform, self.train = split, batch_size, transform, train
         self.group = group  # training keeps whole groups of `group` full batches (one optimizer step)
 
@@ -609,8 +608,12 @@ def build_data(config: dict, device: torch.device) -> Data:
         return StreamLoader(data, size, transform, device, train=train, group=group, num_workers=workers)
 
     data = Data(
-        loader(train, True), loader(val, False), loader(test, False) if test is not None else None,
-        splits.num_classes, splits.image_shape, transform,
+        loader(train, True),
+        loader(val, False),
+        loader(test, False) if test is not None else None,
+        splits.num_classes,
+        splits.image_shape,
+        transform,
     )
     if len(data.train) == 0:
         raise ValueError(

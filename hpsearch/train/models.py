@@ -7,6 +7,7 @@ to MODELS. Any other name is looked up in torchvision's classification models
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import torch
@@ -54,13 +55,11 @@ class BasicBlock(nn.Module):
 class ResNet(nn.Module):
     """3×3 stride-1 stem (no max-pool), stages of BasicBlocks halving resolution, avg-pool head."""
 
-    def __init__(
-        self, blocks: list[int], widths: list[int], num_classes: int, in_channels: int, shortcut: str
-    ) -> None:
+    def __init__(self, blocks: list[int], widths: list[int], num_classes: int, in_channels: int, shortcut: str) -> None:
         super().__init__()
         self.stem = nn.Sequential(_conv_bn(in_channels, widths[0], 3, 1), nn.ReLU())
         layers, in_ch = [], widths[0]
-        for stage, (n, width) in enumerate(zip(blocks, widths)):
+        for stage, (n, width) in enumerate(zip(blocks, widths, strict=True)):
             for i in range(n):
                 layers.append(BasicBlock(in_ch, width, 2 if stage > 0 and i == 0 else 1, shortcut))
                 in_ch = width
@@ -102,7 +101,7 @@ def mlp(num_classes: int, shape: ImageShape, config: dict) -> nn.Module:
     """Flatten -> [Linear, ReLU] per hidden size -> Linear. No normalization layers."""
     sizes = [shape[0] * shape[1] * shape[2], *(int(h) for h in config.get("mlp_hidden", [256]))]
     layers: list[nn.Module] = [nn.Flatten()]
-    for a, b in zip(sizes, sizes[1:]):
+    for a, b in itertools.pairwise(sizes):
         layers += [nn.Linear(a, b), nn.ReLU()]
     return nn.Sequential(*layers, nn.Linear(sizes[-1], num_classes))
 

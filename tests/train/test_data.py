@@ -196,13 +196,22 @@ DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
 
 
 @pytest.mark.skipif(not DEBIAN_FASHION.is_dir(), reason=f"{DEBIAN_FASHION} absent: apt-get install dataset-fashion-mnist")
-def test_debian_fashion_mnist_on_a_subset_has_the_published_statistics_and_learns(
-    tmp_path: Path, monkeypatch, reporter_cls
-) -> None:
+def test_debian_fashion_mnist_on_a_subset_has_the_published_statistics_and_learns(tmp_path: Path, monkeypatch, reporter_cls) -> None:
     monkeypatch.setattr(data_module, "SYSTEM_DATASETS", DEBIAN_FASHION.parent)
-    config = {"dataset": "fashion_mnist", "data_root": str(tmp_path), "train_subset": 2000, "val_subset": 1000,
-              "test_subset": 1000, "model": "cnn", "width": 8, "optimizer": "adamw", "lr": 3e-3,
-              "batch_size": 64, "epochs": 3, "evaluate_test": True}
+    config = {
+        "dataset": "fashion_mnist",
+        "data_root": str(tmp_path),
+        "train_subset": 2000,
+        "val_subset": 1000,
+        "test_subset": 1000,
+        "model": "cnn",
+        "width": 8,
+        "optimizer": "adamw",
+        "lr": 3e-3,
+        "batch_size": 64,
+        "epochs": 3,
+        "evaluate_test": True,
+    }
     data = build_data(config, CPU)
     assert (len(data.train.split), len(data.val.split), len(data.test.split)) == (2000, 1000, 1000)
     counts = torch.bincount(data.train.split.labels)
@@ -215,8 +224,7 @@ def test_debian_fashion_mnist_on_a_subset_has_the_published_statistics_and_learn
 
 def test_subsets_are_stratified_seeded_and_nested() -> None:
     def train_split(n: int | None, seed: int = 0) -> Split:
-        config = {"dataset": "synthetic", "synthetic_samples": 2000, "train_subset": n, "split_seed": seed,
-                  "batch_size": 16}
+        config = {"dataset": "synthetic", "synthetic_samples": 2000, "train_subset": n, "split_seed": seed, "batch_size": 16}
         return build_data(config, CPU).train.split
 
     full, small, large = train_split(None), train_split(100), train_split(500)
@@ -246,8 +254,15 @@ def test_a_subset_larger_than_its_split_is_an_error() -> None:
 
 def test_imagefolder_subset_is_stratified_by_folder(tmp_path: Path) -> None:
     write_imagefolder(tmp_path)
-    config = {"dataset": "imagefolder", "data_root": str(tmp_path), "image_size": 8, "num_workers": 0,
-              "val_fraction": 0.1, "train_subset": 9, "batch_size": 3}
+    config = {
+        "dataset": "imagefolder",
+        "data_root": str(tmp_path),
+        "image_size": 8,
+        "num_workers": 0,
+        "val_fraction": 0.1,
+        "train_subset": 9,
+        "batch_size": 3,
+    }
     subset = build_data(config, CPU).train.loader.dataset
     counts = np.bincount([label for _, label in subset], minlength=3)
     assert counts.sum() == 9 and counts.max() - counts.min() <= 1, counts  # ~9 per class in the 27
@@ -287,9 +302,9 @@ def test_hflip_returns_each_image_or_its_mirror() -> None:
     torch.manual_seed(0)
     x = torch.randint(0, 255, (64, 1, 4, 4), dtype=torch.uint8)
     out = random_hflip(x)
-    flipped = [torch.equal(o, xi.flip(2)) for o, xi in zip(out, x)]
-    same = [torch.equal(o, xi) for o, xi in zip(out, x)]
-    assert all(f or s for f, s in zip(flipped, same)) and 10 < sum(flipped) < 54
+    flipped = [torch.equal(o, xi.flip(2)) for o, xi in zip(out, x, strict=True)]
+    same = [torch.equal(o, xi) for o, xi in zip(out, x, strict=True)]
+    assert all(f or s for f, s in zip(flipped, same, strict=True)) and 10 < sum(flipped) < 54
 
 
 def test_cutout_zeroes_at_most_a_size_by_size_square() -> None:

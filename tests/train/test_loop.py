@@ -11,21 +11,25 @@ from objectives.image_classification import train
 
 # 142 samples, val_fraction 0.1 -> 14 validation + 128 training samples: one step of 128
 ONE_STEP = {
-    "dataset": "synthetic", "synthetic_shape": [1, 8, 8], "synthetic_samples": 142, "synthetic_classes": 4,
-    "model": "mlp", "mlp_hidden": [32], "epochs": 1, "schedule": "constant", "save_model": True,
+    "dataset": "synthetic",
+    "synthetic_shape": [1, 8, 8],
+    "synthetic_samples": 142,
+    "synthetic_classes": 4,
+    "model": "mlp",
+    "mlp_hidden": [32],
+    "epochs": 1,
+    "schedule": "constant",
+    "save_model": True,
 }
 
 
 @pytest.mark.parametrize(("optimizer", "lr"), [("sgd", 0.1), ("adamw", 1e-3)])
-def test_accumulated_micro_batches_equal_one_large_batch(
-    tmp_path: Path, reporter_cls, optimizer: str, lr: float
-) -> None:
+def test_accumulated_micro_batches_equal_one_large_batch(tmp_path: Path, reporter_cls, optimizer: str, lr: float) -> None:
     weights = []
     for batch_size, accum_steps in ((128, 1), (32, 4)):
         trial_dir = tmp_path / f"{batch_size}x{accum_steps}"
         trial_dir.mkdir()
-        config = {**ONE_STEP, "optimizer": optimizer, "lr": lr, "weight_decay": 0.01,
-                  "batch_size": batch_size, "accum_steps": accum_steps}
+        config = {**ONE_STEP, "optimizer": optimizer, "lr": lr, "weight_decay": 0.01, "batch_size": batch_size, "accum_steps": accum_steps}
         train(config, reporter_cls(trial_dir))
         weights.append(torch.load(trial_dir / "model.pt"))
     trial_dir = tmp_path / "frozen"
@@ -40,8 +44,16 @@ def test_accumulated_micro_batches_equal_one_large_batch(
 
 def test_divergence_ends_the_run_at_that_epoch(reporter_cls) -> None:
     # step schedule: lr 0.05 in epoch 1, then ×1e8 from epoch 2 on
-    config = {"dataset": "digits", "model": "mlp", "batch_size": 64, "epochs": 5, "lr": 0.05,
-              "schedule": "step", "step_epochs": 1, "gamma": 1e8}
+    config = {
+        "dataset": "digits",
+        "model": "mlp",
+        "batch_size": 64,
+        "epochs": 5,
+        "lr": 0.05,
+        "schedule": "step",
+        "step_epochs": 1,
+        "gamma": 1e8,
+    }
     reporter = reporter_cls()
     with pytest.raises(FloatingPointError, match="loss diverged at epoch 2"):
         train(config, reporter)
@@ -79,8 +91,20 @@ def test_auto_precision_is_full_precision_on_cpu() -> None:
 
 # ---------------------------------------------------------------------------- CUDA paths, exercised on CPU where torch allows
 
-BASE = {"dataset": "synthetic", "synthetic_shape": [3, 8, 8], "synthetic_samples": 256, "synthetic_classes": 4,
-        "model": "resnet8", "width": 8, "epochs": 2, "batch_size": 32, "optimizer": "sgd", "lr": 0.05, "seed": 0, "threads": 1}
+BASE = {
+    "dataset": "synthetic",
+    "synthetic_shape": [3, 8, 8],
+    "synthetic_samples": 256,
+    "synthetic_classes": 4,
+    "model": "resnet8",
+    "width": 8,
+    "epochs": 2,
+    "batch_size": 32,
+    "optimizer": "sgd",
+    "lr": 0.05,
+    "seed": 0,
+    "threads": 1,
+}
 
 
 def test_bf16_autocast_on_cpu_trains_and_reports_finite_metrics(reporter_cls) -> None:

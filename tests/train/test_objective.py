@@ -17,15 +17,15 @@ SMALL = {"dataset": "digits", "model": "mlp", "mlp_hidden": [32], "batch_size": 
 
 @pytest.mark.slow
 def test_digits_resnet8_reaches_95_percent_in_six_epochs(tmp_path: Path, reporter_cls) -> None:
-    config = {"dataset": "digits", "model": "resnet8", "batch_size": 64, "lr": 0.1, "epochs": 6,
-              "evaluate_test": True, "save_model": True}
+    config = {"dataset": "digits", "model": "resnet8", "batch_size": 64, "lr": 0.1, "epochs": 6, "evaluate_test": True, "save_model": True}
     reporter = reporter_cls(tmp_path)
     result = recipe.train(config, reporter)
     assert result["val_acc"] >= 0.95 and result["test_acc"] >= 0.93
     assert reporter.epochs == [1, 2, 3, 4, 5, 6]
     assert all(set(m) == EPOCH_KEYS and all(isinstance(v, float) for v in m.values()) for _, m in reporter.reports)
-    assert {"val_acc", "best_val_acc", "val_loss", "train_loss", "samples_per_s", "epochs", "peak_mem_mb",
-            "test_acc", "test_loss"} == set(result)
+    assert {"val_acc", "best_val_acc", "val_loss", "train_loss", "samples_per_s", "epochs", "peak_mem_mb", "test_acc", "test_loss"} == set(
+        result
+    )
     assert result["epochs"] == 6 and result["best_val_acc"] >= result["val_acc"]
     model = build_model("resnet8", 10, (1, 8, 8), {})
     model.load_state_dict(torch.load(tmp_path / "model.pt"))  # the saved weights fit the named model
@@ -46,9 +46,13 @@ def test_killed_run_resumes_from_checkpoint_and_matches_uninterrupted(reporter_c
     assert resumed.checkpoint["epoch"] == 2
     result = recipe.train(config, resumed)
     assert resumed.epochs == [3, 4]
-    for (_, got), (_, want) in zip(resumed.reports, full.reports[2:]):
+    for (_, got), (_, want) in zip(resumed.reports, full.reports[2:], strict=True):
         assert (got["train_loss"], got["val_loss"], got["val_acc"], got["lr"]) == (
-            want["train_loss"], want["val_loss"], want["val_acc"], want["lr"])
+            want["train_loss"],
+            want["val_loss"],
+            want["val_acc"],
+            want["lr"],
+        )
     assert all(torch.equal(_params(resumed)[k], _params(full)[k]) for k in _params(full))
     assert result["val_acc"] == expected["val_acc"] and result["epochs"] == 4
 
@@ -80,8 +84,16 @@ def test_reporter_without_checkpoint_methods_works() -> None:
 
 
 def test_resnet20_trains_on_synthetic_images(reporter_cls) -> None:
-    config = {"dataset": "synthetic", "synthetic_samples": 160, "model": "resnet20", "batch_size": 32,
-              "epochs": 1, "aug_crop_padding": 4, "aug_hflip": True, "aug_cutout": 8}
+    config = {
+        "dataset": "synthetic",
+        "synthetic_samples": 160,
+        "model": "resnet20",
+        "batch_size": 32,
+        "epochs": 1,
+        "aug_crop_padding": 4,
+        "aug_hflip": True,
+        "aug_cutout": 8,
+    }
     reporter = reporter_cls()
     result = recipe.train(config, reporter)
     assert reporter.epochs == [1] and result["train_loss"] > 0 and result["samples_per_s"] > 0
@@ -104,6 +116,5 @@ def test_every_config_key_is_documented_in_the_recipe_table() -> None:
 @pytest.mark.slow
 def test_objective_imports_neither_optuna_nor_ray() -> None:
     code = "import sys, objectives.image_classification; print(sorted({'optuna', 'ray'} & set(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "[]"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -31,7 +32,7 @@ def test_curve_reaches_base_lr_after_warmup_and_expected_final(schedule: str, op
     assert lr_factor(WARMUP, c) == pytest.approx(1.0)
     assert lr_factor(TOTAL, c) == pytest.approx(final, rel=1e-9)
     values = [lr_factor(s, c) for s in range(WARMUP, TOTAL + 1)]
-    assert all(a >= b - 1e-12 for a, b in zip(values, values[1:])), "lr must not rise after warmup"
+    assert all(a >= b - 1e-12 for a, b in itertools.pairwise(values)), "lr must not rise after warmup"
 
 
 def test_every_registered_schedule_is_covered() -> None:

@@ -31,8 +31,18 @@ def test_unknown_names_list_known_ones_with_a_suggestion(config: dict, expected:
 
 
 def test_bad_numbers_are_all_reported_at_once() -> None:
-    problems = validate({"batch_size": 0, "accum_steps": 0, "epochs": 0, "lr": 0.0, "val_fraction": 1.0,
-                         "label_smoothing": -0.1, "synthetic_shape": [3, 32], "download": "yes"})
+    problems = validate(
+        {
+            "batch_size": 0,
+            "accum_steps": 0,
+            "epochs": 0,
+            "lr": 0.0,
+            "val_fraction": 1.0,
+            "label_smoothing": -0.1,
+            "synthetic_shape": [3, 32],
+            "download": "yes",
+        }
+    )
     expected = [
         "batch_size must be an integer >= 1, got 0",
         "accum_steps must be an integer >= 1, got 0",
@@ -77,8 +87,12 @@ def test_missing_imagefolder_names_the_layout(tmp_path: Path) -> None:
 def test_missing_fashion_mnist_names_every_folder_it_tried(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(data_module, "SYSTEM_DATASETS", tmp_path / "system")
     [message] = validate({"dataset": "fashion_mnist", "data_root": str(tmp_path / "data")})
-    tried = [tmp_path / "data" / "fashion-mnist", tmp_path / "data" / "FashionMNIST" / "raw", tmp_path / "data",
-             tmp_path / "system" / "fashion-mnist"]
+    tried = [
+        tmp_path / "data" / "fashion-mnist",
+        tmp_path / "data" / "FashionMNIST" / "raw",
+        tmp_path / "data",
+        tmp_path / "system" / "fashion-mnist",
+    ]
     assert f"looked in {', '.join(map(str, tried))};" in message
     assert all(f"{stem}" in message for stem in ("train-images-idx3-ubyte", "t10k-labels-idx1-ubyte"))
     assert "install Debian's dataset-fashion-mnist" in message and "download: true" in message
