@@ -1,10 +1,10 @@
 # make run   - fresh clone -> .venv -> a real study on spaces/quickstart.yaml (offline, CPU, minutes)
-# make test  - fresh clone -> .venv -> the test suite (what .ci/run calls)
+# make test  - fresh clone -> .venv -> lint, format and type checks, then the test suite (what .ci/run calls)
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv run test bench clean
+.PHONY: venv run check test bench clean
 
 venv: $(VENV)/.installed
 
@@ -17,7 +17,12 @@ $(VENV)/.installed: pyproject.toml
 run: venv
 	$(BIN)/hpsearch run spaces/quickstart.yaml
 
-test: venv
+check: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: check
 	$(BIN)/python -m pytest -q
 
 bench: venv

@@ -39,14 +39,25 @@ CASES: dict[str, dict[str, Any]] = {
     "fashion_mnist": {"dataset": "fashion_mnist", "train_subset": 20000, "aug_crop_padding": 0, "batch_size": 64, "epochs": 1},
 }
 MODELS: dict[str, tuple[str, ...]] = {  # resnet8 on 20,000 28x28 images would take minutes an epoch here
-    "digits": ("resnet8", "mlp"), "synthetic32": ("resnet8", "mlp"), "fashion_mnist": ("mlp", "cnn"),
+    "digits": ("resnet8", "mlp"),
+    "synthetic32": ("resnet8", "mlp"),
+    "fashion_mnist": ("mlp", "cnn"),
 }
 REPEATS = {"digits": 2, "synthetic32": 2, "fashion_mnist": 3}  # --repeats overrides; ~10 minutes in all on 2 cores
 WARMUP_SUBSET = {"train_subset": 512, "val_subset": 256}  # warm-up runs are 1 epoch, on this subset where the case has one
 SMOKE_SUBSET = {"train_subset": 256, "val_subset": 128, "epochs": 1}  # fashion_mnist in --smoke: seconds
 COMMON = {
-    "optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 5e-4, "wd_norm_bias": True,
-    "schedule": "cosine", "aug_hflip": False, "amp": "off", "device": "cpu", "val_fraction": 0.1, "split_seed": 0,
+    "optimizer": "sgd",
+    "lr": 0.05,
+    "momentum": 0.9,
+    "weight_decay": 5e-4,
+    "wd_norm_bias": True,
+    "schedule": "cosine",
+    "aug_hflip": False,
+    "amp": "off",
+    "device": "cpu",
+    "val_fraction": 0.1,
+    "split_seed": 0,
 }
 
 
@@ -207,7 +218,10 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     extra = {"channels_last_gain": ratio(sps["hpsearch"], sps["hpsearch_nchw"])} if "hpsearch_nchw" in runs else {}
     return {
         **extra,
-        "samples_per_s": sps, "wall_s": wall, "val_acc": acc, "fastest_textbook": best,
+        "samples_per_s": sps,
+        "wall_s": wall,
+        "val_acc": acc,
+        "fastest_textbook": best,
         "speedup_train": ratio(sps["hpsearch"], sps[best]),
         "speedup_wall": ratio(min(wall[k] for k in textbooks), wall["hpsearch"]),
         "max_acc_diff_points": max(100 * abs(acc["hpsearch"] - acc[k]) for k in textbooks),
@@ -217,8 +231,13 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.add_argument("--repeats", type=int, default=None, help="interleaved runs per row (default: REPEATS per case)")
-    p.add_argument("--workers", type=int, nargs="+", default=[2, 0],
-                   help="textbook DataLoader workers, one variant each (the CIFAR-10 tutorial uses 2)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[2, 0],
+        help="textbook DataLoader workers, one variant each (the CIFAR-10 tutorial uses 2)",
+    )
     # 1 by default: on a shared machine, 2 OpenMP threads that spin-wait swing 5-10x with other jobs' load
     p.add_argument("--threads", type=int, default=1, help="torch threads for both loops (default 1)")
     p.add_argument("--cases", nargs="+", default=list(CASES), choices=list(CASES))
@@ -252,46 +271,85 @@ def main(argv: list[str] | None = None) -> None:
             runs = interleave(variants_for(configs, model, args.workers), n)
             summary = summarize(runs)
             split = data_only(configs[0], args.workers[0])
-            figures[f"{case}_{model}"] = {**summary, **split, "epochs": configs[0]["epochs"], "batch_size": configs[0]["batch_size"],
-                                          "repeats": n}
+            figures[f"{case}_{model}"] = {
+                **summary,
+                **split,
+                "epochs": configs[0]["epochs"],
+                "batch_size": configs[0]["batch_size"],
+                "repeats": n,
+            }
             agree = agree and summary["max_acc_diff_points"] <= 1.0
             fast.append(summary["speedup_train"] >= 2.0)
             sps, acc = summary["samples_per_s"], summary["val_acc"]
-            rows.append([
-                case, model, *(f"{sps[k]:.0f}" if k in sps else "-" for k in keys), f"{summary['speedup_train']:.2f}x",
-                f"{summary['speedup_wall']:.2f}x", " / ".join(f"{100 * acc[k]:.1f}" if k in acc else "-" for k in keys),
-                f"{split['textbook_data_s']:.2f} / {split['hpsearch_data_s']:.3f}",
-            ])
+            rows.append(
+                [
+                    case,
+                    model,
+                    *(f"{sps[k]:.0f}" if k in sps else "-" for k in keys),
+                    f"{summary['speedup_train']:.2f}x",
+                    f"{summary['speedup_wall']:.2f}x",
+                    " / ".join(f"{100 * acc[k]:.1f}" if k in acc else "-" for k in keys),
+                    f"{split['textbook_data_s']:.2f} / {split['hpsearch_data_s']:.3f}",
+                ]
+            )
     names = ["hpsearch", "hpsearch NCHW", *(f"textbook w={w}" for w in args.workers)]
     notes = [
-        (f"Medians of {', '.join(f'{n} ({case})' for case, n in repeats.items())} interleaved runs per row (seeds 0, 1, ...; "
-         "a median of 2 is their mean); accuracies are means over the same runs; "
-        f"torch threads {args.threads}; textbook variants differ only in DataLoader workers ({', '.join(map(str, args.workers))})."),
-        ("speed-up (train): hpsearch's training samples/s (epoch loops only) over the faster textbook variant's; "
-        "speed-up (wall): the whole call incl. data loading, model build and evaluation, against the faster textbook wall time."),
+        (
+            f"Medians of {', '.join(f'{n} ({case})' for case, n in repeats.items())} interleaved runs per row (seeds 0, 1, ...; "
+            "a median of 2 is their mean); accuracies are means over the same runs; "
+            f"torch threads {args.threads}; textbook variants differ only in DataLoader workers ({', '.join(map(str, args.workers))})."
+        ),
+        (
+            "speed-up (train): hpsearch's training samples/s (epoch loops only) over the faster textbook variant's; "
+            "speed-up (wall): the whole call incl. data loading, model build and evaluation, against the faster textbook wall time."
+        ),
         f"data-only: one training epoch of batches with no model, textbook (workers={args.workers[0]}) / hpsearch, in seconds.",
-        ("hpsearch NCHW: the objective with channels_last: false, i.e. before channels_last became the CPU default for "
-         "convnets; hpsearch / hpsearch NCHW is what that default buys on this CPU."),
+        (
+            "hpsearch NCHW: the objective with channels_last: false, i.e. before channels_last became the CPU default for "
+            "convnets; hpsearch / hpsearch NCHW is what that default buys on this CPU."
+        ),
         *(f"{case}: {', '.join(f'{k}={v}' for k, v in cfg.items() if k != 'dataset')}" for case, cfg in cases.items()),
-        *([f"fashion_mnist: the real data (Debian's dataset-fashion-mnist, gzipped idx files), {cases['fashion_mnist']['epochs']} "
-           f"epoch(s) on a seeded, class-stratified {cases['fashion_mnist']['train_subset']:,} of the 54,000 training images "
-           "(the rest of the 60,000 is the 10% validation split, all used) to keep the run near 10 minutes on this machine; "
-           "the textbook reads the same images through a Dataset of PIL images and per-sample ToTensor + Normalize."]
-          if "fashion_mnist" in cases else []),
+        *(
+            [
+                f"fashion_mnist: the real data (Debian's dataset-fashion-mnist, gzipped idx files), {cases['fashion_mnist']['epochs']} "
+                f"epoch(s) on a seeded, class-stratified {cases['fashion_mnist']['train_subset']:,} of the 54,000 training images "
+                "(the rest of the 60,000 is the 10% validation split, all used) to keep the run near 10 minutes on this machine; "
+                "the textbook reads the same images through a Dataset of PIL images and per-sample ToTensor + Normalize."
+            ]
+            if "fashion_mnist" in cases
+            else []
+        ),
         *skipped,
     ]
     speedups = [f["speedup_train"] for f in figures.values()]
     diffs = [f["max_acc_diff_points"] for f in figures.values()]
-    headline = (f"training samples/s {min(speedups):.2f}x to {max(speedups):.2f}x the faster textbook loop; "
-                f"val accuracy within {max(diffs):.1f} points")
+    headline = (
+        f"training samples/s {min(speedups):.2f}x to {max(speedups):.2f}x the faster textbook loop; "
+        f"val accuracy within {max(diffs):.1f} points"
+    )
     write_result(
-        args.out, "objective_vs_textbook", "Objective vs textbook PyTorch loop (CPU)", headline=headline, smoke=args.smoke,
+        args.out,
+        "objective_vs_textbook",
+        "Objective vs textbook PyTorch loop (CPU)",
+        headline=headline,
+        smoke=args.smoke,
         goal="≥ 2× the textbook loop's training samples/s on CPU; final val accuracy within 1 point",
         goal_met=(agree and all(fast)) if not args.smoke else None,
         figures={**figures, "accuracy_within_1_point": agree, "repeats": repeats, "threads": args.threads},
-        table={"columns": ["data", "model", *(f"{n} samples/s" for n in names), "speed-up (train)", "speed-up (wall)",
-                           "val acc % (" + " / ".join(names) + ")", "data-only epoch s textbook / hpsearch"], "rows": rows},
-        notes=notes, started=started,
+        table={
+            "columns": [
+                "data",
+                "model",
+                *(f"{n} samples/s" for n in names),
+                "speed-up (train)",
+                "speed-up (wall)",
+                "val acc % (" + " / ".join(names) + ")",
+                "data-only epoch s textbook / hpsearch",
+            ],
+            "rows": rows,
+        },
+        notes=notes,
+        started=started,
     )
 
 

@@ -10,6 +10,17 @@ from hpsearch.train.schedules import SCHEDULES, build_scheduler, lr_factor
 from hpsearch.train.validate import DEFAULTS, validate
 
 __all__ = [
-    "DATASETS", "DEFAULTS", "MODELS", "OPTIMIZERS", "SCHEDULES", "build_data", "build_model",
-    "build_optimizer", "build_scheduler", "evaluate", "lr_factor", "train_epoch", "validate",
+    "DATASETS",
+    "DEFAULTS",
+    "MODELS",
+    "OPTIMIZERS",
+    "SCHEDULES",
+    "build_data",
+    "build_model",
+    "build_optimizer",
+    "build_scheduler",
+    "evaluate",
+    "lr_factor",
+    "train_epoch",
+    "validate",
 ]

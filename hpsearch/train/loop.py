@@ -83,9 +83,7 @@ def train_epoch(
     return EpochResult(loss_sum, samples, steps)
 
 
-def _step(
-    model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, grad_clip: float
-) -> None:
+def _step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, grad_clip: float) -> None:
     if grad_clip > 0:
         if scaler:
             scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones

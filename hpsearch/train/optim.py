@@ -55,9 +55,7 @@ def _rmsprop(groups: list[dict[str, Any]], c: dict[str, Any], fused: bool) -> to
 
 
 def _adagrad(groups: list[dict[str, Any]], c: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
-    return torch.optim.Adagrad(
-        groups, lr=_lr(c), lr_decay=float(c.get("lr_decay", 0.0)), eps=float(_get(c, "eps", 1e-10))
-    )
+    return torch.optim.Adagrad(groups, lr=_lr(c), lr_decay=float(c.get("lr_decay", 0.0)), eps=float(_get(c, "eps", 1e-10)))
 
 
 OPTIMIZERS: dict[str, OptimizerBuilder] = {
