@@ -22,7 +22,7 @@ import pickle
 import shutil
 import socket
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,8 +56,8 @@ class Split:
 class Splits:
     """What a dataset loader returns, before the validation split is carved out."""
 
-    train: Split | Dataset
-    test: Split | Dataset | None
+    train: Split | Dataset[Any]
+    test: Split | Dataset[Any] | None
     num_classes: int
     image_shape: tuple[int, int, int]  # C, H, W as the model sees it
     mean: tuple[float, ...]  # per channel, on the 0..1 scale
@@ -66,19 +66,19 @@ class Splits:
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    load: Callable[[dict], Splits]
-    missing: Callable[[dict], str | None]  # cheap file check; message or None
+    load: Callable[[dict[str, Any]], Splits]
+    missing: Callable[[dict[str, Any]], str | None]  # cheap file check; message or None
     crop_padding: int  # default aug_crop_padding, pixels
     hflip: bool  # default aug_hflip
-    fetch: Callable[[dict], str | None] | None = None  # download: true, before a study starts; message or None
+    fetch: Callable[[dict[str, Any]], str | None] | None = None  # download: true, before a study starts; message or None
 
 
 # ---------------------------------------------------------------------------- splits
 
 
-def carve(data: Split | Dataset, fraction: float, seed: int) -> tuple[Any, Any]:
+def carve(data: Split | Dataset[Any], fraction: float, seed: int) -> tuple[Any, Any]:
     """Seeded (rest, held_out) split; held_out has round(n*fraction) items, at least 1."""
-    n = len(data)
+    n = _size(data)
     held = min(n - 1, max(1, round(n * fraction)))
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     rest_idx, held_idx = perm[held:].sort().values, perm[:held].sort().values
@@ -87,7 +87,7 @@ def carve(data: Split | Dataset, fraction: float, seed: int) -> tuple[Any, Any]:
     return Subset(data, rest_idx.tolist()), Subset(data, held_idx.tolist())
 
 
-def subsample(data: Split | Dataset, n: int | None, seed: int, what: str) -> Any:
+def subsample(data: Split | Dataset[Any], n: int | None, seed: int, what: str) -> Any:
     """The first `n` items of a seeded class-stratified order; None keeps everything.
 
     Each class contributes in proportion to its share (within one image), and for one seed a
@@ -96,15 +96,16 @@ def subsample(data: Split | Dataset, n: int | None, seed: int, what: str) -> Any
     """
     if n is None:
         return data
-    if n > len(data):
-        raise ValueError(f"{what}={n} is more than the {len(data)} images in that split")
-    order = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
+    size = _size(data)
+    if n > size:
+        raise ValueError(f"{what}={n} is more than the {size} images in that split")
+    order = torch.randperm(size, generator=torch.Generator().manual_seed(seed))
     labels = _labels(data)
     if labels is not None:
         labels = labels[order]
         counts = torch.bincount(labels).double()
         rank = torch.empty(len(labels), dtype=torch.double)  # position of each item within its class, 0-based
-        for c in labels.unique():
+        for c in torch.unique(labels):
             where = (labels == c).nonzero().squeeze(1)
             rank[where] = torch.arange(len(where), dtype=torch.double)
         order = order[torch.sort((rank + 0.5) / counts[labels], stable=True).indices]
@@ -112,7 +113,13 @@ def subsample(data: Split | Dataset, n: int | None, seed: int, what: str) -> Any
     return data.subset(index) if isinstance(data, Split) else Subset(data, index.tolist())
 
 
-def _labels(data: Split | Dataset) -> torch.Tensor | None:
+def _size(data: Split | Dataset[Any]) -> int:
+    if not isinstance(data, Sized):  # Split, Subset and ImageFolder are; torch's Dataset type does not say so
+        raise TypeError(f"{type(data).__name__} has no len()")
+    return len(data)
+
+
+def _labels(data: Split | Dataset[Any]) -> torch.Tensor | None:
     if isinstance(data, Split):
         return data.labels.cpu()
     if isinstance(data, Subset) and hasattr(data.dataset, "targets"):  # carve()'s split of an ImageFolder
@@ -128,7 +135,7 @@ def _channel_stats(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float
 # -------------------------------------------------------------------------- datasets
 
 
-def _root(config: dict) -> Path:
+def _root(config: dict[str, Any]) -> Path:
     return Path(config.get("data_root", "data"))
 
 
@@ -169,7 +176,8 @@ def fetch_once(download: Callable[[], None], creates: list[Path]) -> str | None:
 def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's 1797 8×8 digits, values 0..16; read from its csv to skip a 2 s import."""
     spec = importlib.util.find_spec("sklearn")
-    csv = Path(spec.submodule_search_locations[0]) / "datasets" / "data" / "digits.csv.gz" if spec else None
+    locations = spec.submodule_search_locations if spec else None
+    csv = Path(locations[0]) / "datasets" / "data" / "digits.csv.gz" if locations else None
     if csv is None or not csv.is_file():
         from sklearn.datasets import load_digits
 
@@ -179,7 +187,7 @@ def _digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     return table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(np.int64)
 
 
-def _load_digits(config: dict) -> Splits:
+def _load_digits(config: dict[str, Any]) -> Splits:
     pixels, target = _digits_arrays()
     images = torch.from_numpy(np.round(pixels * (255 / 16))).to(torch.uint8)
     full = Split(images.unsqueeze(1), torch.from_numpy(target).long())
@@ -188,7 +196,7 @@ def _load_digits(config: dict) -> Splits:
     return Splits(train, test, 10, (1, 8, 8), mean, std)
 
 
-def _no_files_needed(config: dict) -> str | None:
+def _no_files_needed(config: dict[str, Any]) -> str | None:
     return None
 
 
@@ -202,11 +210,11 @@ class _Cifar:
     std: tuple[float, float, float]
     torchvision_class: str  # supplies url and md5 for download
 
-    def absent(self, config: dict) -> list[str]:
+    def absent(self, config: dict[str, Any]) -> list[str]:
         base = _root(config) / self.folder
         return [f for f in (*self.train_files, self.test_file) if not (base / f).is_file()]
 
-    def missing(self, config: dict) -> str | None:
+    def missing(self, config: dict[str, Any]) -> str | None:
         if config.get("download"):
             return None
         base = _root(config) / self.folder
@@ -218,7 +226,7 @@ class _Cifar:
             f"set fixed.download: true to download it, or place the extracted archive there"
         )
 
-    def fetch(self, config: dict) -> str | None:
+    def fetch(self, config: dict[str, Any]) -> str | None:
         if not self.absent(config):
             return None
         root = _root(config)
@@ -233,7 +241,8 @@ class _Cifar:
     def archive(self) -> str:
         from torchvision import datasets
 
-        return getattr(datasets, self.torchvision_class).filename
+        filename: str = getattr(datasets, self.torchvision_class).filename
+        return filename
 
     def download(self, root: Path) -> None:
         from torchvision import datasets
@@ -242,7 +251,7 @@ class _Cifar:
         tv = getattr(datasets, self.torchvision_class)
         download_and_extract_archive(tv.url, str(root), filename=tv.filename, md5=tv.tgz_md5)
 
-    def load(self, config: dict) -> Splits:
+    def load(self, config: dict[str, Any]) -> Splits:
         root = _root(config)
         if config.get("download") and self.absent(config):
             self.download(root)
@@ -309,20 +318,21 @@ class _Mnist:
     mean: float
     std: float
 
-    def folders(self, config: dict) -> list[Path]:
+    def folders(self, config: dict[str, Any]) -> list[Path]:
         root = _root(config)
         system = [SYSTEM_DATASETS / self.folder] if self.debian_package else []
         return [root / self.folder, root / self.torchvision_class / "raw", root, *system]
 
-    def files(self, config: dict) -> list[Path] | None:
+    def files(self, config: dict[str, Any]) -> list[Path] | None:
         """The four files (train images, labels, test images, labels) from the first complete folder."""
         for folder in self.folders(config):
             found = [next((p for p in (folder / f"{s}.gz", folder / s) if p.is_file()), None) for s in _IDX_STEMS]
-            if all(found):
-                return found
+            complete = [p for p in found if p is not None]
+            if len(complete) == len(found):
+                return complete
         return None
 
-    def missing(self, config: dict) -> str | None:
+    def missing(self, config: dict[str, Any]) -> str | None:
         if config.get("download") or self.files(config):
             return None
         tried = ", ".join(_where(f) for f in self.folders(config))
@@ -332,7 +342,7 @@ class _Mnist:
             f"looked in {tried}; set fixed.download: true to download it{debian}, or place the idx files in one of them"
         )
 
-    def fetch(self, config: dict) -> str | None:
+    def fetch(self, config: dict[str, Any]) -> str | None:
         if self.files(config):
             return None
         root = _root(config)
@@ -350,7 +360,7 @@ class _Mnist:
 
         getattr(datasets, self.torchvision_class)(str(root), download=True)  # into <class>/raw
 
-    def load(self, config: dict) -> Splits:
+    def load(self, config: dict[str, Any]) -> Splits:
         files = self.files(config)
         if files is None and config.get("download"):
             self.download(_root(config))
@@ -374,7 +384,7 @@ FASHION_MNIST = _Mnist("FashionMNIST", "fashion-mnist", "dataset-fashion-mnist",
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-def _imagefolder_missing(config: dict) -> str | None:
+def _imagefolder_missing(config: dict[str, Any]) -> str | None:
     train = _root(config) / "train"
     if train.is_dir() and any(p.is_dir() for p in train.iterdir()):
         return None
@@ -384,7 +394,7 @@ def _imagefolder_missing(config: dict) -> str | None:
     )
 
 
-def _load_imagefolder(config: dict) -> Splits:
+def _load_imagefolder(config: dict[str, Any]) -> Splits:
     from torchvision import datasets, transforms
 
     size = int(config.get("image_size", 64))
@@ -398,7 +408,7 @@ def _load_imagefolder(config: dict) -> Splits:
     return Splits(train, test, len(train.classes), (3, size, size), IMAGENET_MEAN, IMAGENET_STD)
 
 
-def _load_synthetic(config: dict) -> Splits:
+def _load_synthetic(config: dict[str, Any]) -> Splits:
     """Class prototypes plus Gaussian noise: learnable, sized like real data, no files."""
     c, h, w = (int(v) for v in config.get("synthetic_shape", (3, 32, 32)))
     k, n = int(config.get("synthetic_classes", 10)), int(config.get("synthetic_samples", 4096))
@@ -421,7 +431,7 @@ DATASETS: dict[str, DatasetInfo] = {
 }
 
 
-def dataset_problems(config: dict) -> list[str]:
+def dataset_problems(config: dict[str, Any]) -> list[str]:
     """Unknown dataset name or missing files; never reads the data."""
     name = config.get("dataset", "digits")
     if not (isinstance(name, str) and name in DATASETS):
@@ -430,7 +440,7 @@ def dataset_problems(config: dict) -> list[str]:
     return [problem] if problem else []
 
 
-def prepare_dataset(config: dict) -> list[str]:
+def prepare_dataset(config: dict[str, Any]) -> list[str]:
     """The objective's ``prepare`` hook: with ``download: true``, download missing files now, before
     a study starts (fetch_once), so a machine without the network gets one line, not a failed trial
     per config."""
@@ -483,7 +493,7 @@ class BatchTransform:
     hflip: bool = False
     cutout: int = 0
     channels_last: bool = False
-    _cache: dict = field(default_factory=dict, repr=False)
+    _cache: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict, repr=False)
 
     def _affine(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-channel scale and offset, built once per device: a host->GPU copy would sync."""
@@ -535,7 +545,7 @@ class StreamLoader:
 
     def __init__(
         self,
-        dataset: Dataset,
+        dataset: Dataset[Any],
         batch_size: int,
         transform: BatchTransform,
         device: torch.device,
@@ -579,7 +589,7 @@ class Data:
     transform: BatchTransform  # shared by all loaders; set .channels_last once the model is known
 
 
-def build_data(config: dict, device: torch.device) -> Data:
+def build_data(config: dict[str, Any], device: torch.device) -> Data:
     """Load `config["dataset"]`, carve the seeded validation split, and wrap loaders."""
     info = DATASETS[config.get("dataset", "digits")]
     splits = info.load(config)
@@ -598,7 +608,7 @@ def build_data(config: dict, device: torch.device) -> Data:
     batch_size, group = int(config.get("batch_size", 128)), int(config.get("accum_steps", 1))
     eval_batch = int(config.get("eval_batch_size") or 2 * batch_size)
 
-    def loader(data: Split | Dataset, train: bool) -> Loader:
+    def loader(data: Split | Dataset[Any], train: bool) -> Loader:
         size = batch_size if train else eval_batch
         if isinstance(data, Split):
             return TensorLoader(data.to(device), size, transform, train=train, group=group)

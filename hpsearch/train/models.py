@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +18,7 @@ from torch import nn
 from hpsearch.train.names import unknown_name
 
 ImageShape = tuple[int, int, int]  # C, H, W
-ModelBuilder = Callable[[int, ImageShape, dict], nn.Module]
+ModelBuilder = Callable[[int, ImageShape, dict[str, Any]], nn.Module]
 
 
 class PadShortcut(nn.Module):
@@ -71,14 +72,15 @@ class ResNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.blocks(self.stem(x))
-        return self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        logits: torch.Tensor = self.head(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+        return logits
 
 
 def cifar_resnet(depth: int) -> ModelBuilder:
     """ResNet-(6n+2) for 32×32 inputs: 3 stages of n blocks, widths w, 2w, 4w."""
     n = (depth - 2) // 6
 
-    def build(num_classes: int, shape: ImageShape, config: dict) -> nn.Module:
+    def build(num_classes: int, shape: ImageShape, config: dict[str, Any]) -> nn.Module:
         w = int(config.get("width") or 16)
         shortcut = str(config.get("shortcut") or "A").upper()
         return ResNet([n] * 3, [w, 2 * w, 4 * w], num_classes, shape[0], shortcut)
@@ -89,7 +91,7 @@ def cifar_resnet(depth: int) -> ModelBuilder:
 def imagenet_resnet(blocks: list[int]) -> ModelBuilder:
     """ResNet-18/34 layout with a small-image stem; widths w, 2w, 4w, 8w; option-B shortcuts."""
 
-    def build(num_classes: int, shape: ImageShape, config: dict) -> nn.Module:
+    def build(num_classes: int, shape: ImageShape, config: dict[str, Any]) -> nn.Module:
         w = int(config.get("width") or 64)
         shortcut = str(config.get("shortcut") or "B").upper()
         return ResNet(blocks, [w, 2 * w, 4 * w, 8 * w], num_classes, shape[0], shortcut)
@@ -97,7 +99,7 @@ def imagenet_resnet(blocks: list[int]) -> ModelBuilder:
     return build
 
 
-def mlp(num_classes: int, shape: ImageShape, config: dict) -> nn.Module:
+def mlp(num_classes: int, shape: ImageShape, config: dict[str, Any]) -> nn.Module:
     """Flatten -> [Linear, ReLU] per hidden size -> Linear. No normalization layers."""
     sizes = [shape[0] * shape[1] * shape[2], *(int(h) for h in config.get("mlp_hidden", [256]))]
     layers: list[nn.Module] = [nn.Flatten()]
@@ -106,7 +108,7 @@ def mlp(num_classes: int, shape: ImageShape, config: dict) -> nn.Module:
     return nn.Sequential(*layers, nn.Linear(sizes[-1], num_classes))
 
 
-def cnn(num_classes: int, shape: ImageShape, config: dict) -> nn.Module:
+def cnn(num_classes: int, shape: ImageShape, config: dict[str, Any]) -> nn.Module:
     """Three [3×3 conv, BN, ReLU, 2×2 max-pool] stages of widths w, 2w, 4w, then dropout and a
     linear head on the flattened map: a small convnet for 28×28 images that trains fast on CPU."""
     c, h, w = shape
@@ -135,7 +137,8 @@ MODELS: dict[str, ModelBuilder] = {
 def _torchvision_names() -> list[str]:
     import torchvision
 
-    return torchvision.models.list_models(module=torchvision.models)  # classification only
+    names: list[str] = torchvision.models.list_models(module=torchvision.models)  # classification only
+    return names
 
 
 def model_problems(name: object) -> list[str]:
@@ -153,7 +156,8 @@ class _ChannelAdapter(nn.Module):
         self.adapt, self.model = nn.Conv2d(in_channels, 3, 1), model
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.model(self.adapt(x))
+        out: torch.Tensor = self.model(self.adapt(x))
+        return out
 
 
 def _torchvision_model(name: str, num_classes: int, shape: ImageShape) -> nn.Module:
@@ -163,7 +167,7 @@ def _torchvision_model(name: str, num_classes: int, shape: ImageShape) -> nn.Mod
     return model if shape[0] == 3 else _ChannelAdapter(shape[0], model)
 
 
-def build_model(name: str, num_classes: int, shape: ImageShape, config: dict) -> nn.Module:
+def build_model(name: str, num_classes: int, shape: ImageShape, config: dict[str, Any]) -> nn.Module:
     if name in MODELS:
         return MODELS[name](num_classes, shape, config)
     return _torchvision_model(name.removeprefix("tv:"), num_classes, shape)
