@@ -346,6 +346,19 @@ def _unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool 
 
 
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+# YAML 1.1 reads 1e-4 and 5E3 (no dot) as text; YAML 1.2 and every user read them as numbers.
+UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
+def parse_value(text: str) -> Any:
+    """One value as a spec reads it (``--set key=value``, ``key=value`` of the objective's own entry):
+    YAML, with 5e-4 a number; text that is not valid YAML stays text."""
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError:
+        return text
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...], where: str) -> dict[str, Any]:
@@ -354,10 +367,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...],
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise SpecError(f"--set {item!r}: expected key.path=value, e.g. --set budget.trials=10")
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            value = text
+        value = parse_value(text)
         node = raw
         parts = key.strip().split(".")
         for part in parts[:-1]:

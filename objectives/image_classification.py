@@ -249,9 +249,9 @@ class _PrintReporter:
 
 
 if __name__ == "__main__":
-    import yaml
+    from hpsearch.spec import parse_value  # key=value read as a spec reads it: weight_decay=5e-4 is a number
 
     overrides = dict(arg.split("=", 1) for arg in sys.argv[1:])
     start = time.perf_counter()
-    result = train({k: yaml.safe_load(v) for k, v in overrides.items()}, _PrintReporter())
+    result = train({k: parse_value(v) for k, v in overrides.items()}, _PrintReporter())
     print({k: round(v, 4) for k, v in result.items()}, f"total {time.perf_counter() - start:.1f}s")

@@ -103,3 +103,11 @@ def test_objective_validate_hook_rejects_config(write_spec, tmp_path):
     with pytest.raises(SpecError) as info:
         load_spec(path)
     assert info.value.lines == [f"{path}: objective mine.py:fn rejects the config: optimizer lion is not supported"]
+
+
+def test_a_number_without_a_dot_is_a_number_in_a_spec_and_in_set(tmp_path):
+    """YAML 1.1 reads 5e-4 as text; a spec, --set and the objective's own entry all read it as a number."""
+    path = tmp_path / "s.yaml"
+    path.write_text("study: s\nfixed: {weight_decay: 5e-4, big: 1E3, name: e5}\nspace: {lr: {float: [1e-4, 1e-1], log: true}}\n")
+    spec = load_spec(path, ["fixed.momentum=9e-1"], check_objective=False)
+    assert spec.fixed == {"weight_decay": 5e-4, "big": 1000.0, "name": "e5", "momentum": 0.9}
