@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from hpsearch.train.data import DATASETS, build_data
+from hpsearch.train.defaults import DEFAULTS
 from hpsearch.train.loop import evaluate, train_epoch
 from hpsearch.train.models import MODELS, build_model
 from hpsearch.train.optim import OPTIMIZERS, build_optimizer
 from hpsearch.train.schedules import SCHEDULES, build_scheduler, lr_factor
-from hpsearch.train.validate import DEFAULTS, validate
+from hpsearch.train.validate import validate
 
 __all__ = [
     "DATASETS",

@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, Subset
 
+from hpsearch.train.defaults import setting
 from hpsearch.train.names import unknown_name
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -136,7 +137,7 @@ def _channel_stats(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float
 
 
 def _root(config: dict[str, Any]) -> Path:
-    return Path(config.get("data_root", "data"))
+    return Path(setting(config, "data_root"))
 
 
 def _where(path: Path) -> str:
@@ -191,7 +192,7 @@ def _load_digits(config: dict[str, Any]) -> Splits:
     pixels, target = _digits_arrays()
     images = torch.from_numpy(np.round(pixels * (255 / 16))).to(torch.uint8)
     full = Split(images.unsqueeze(1), torch.from_numpy(target).long())
-    train, test = carve(full, 0.2, int(config.get("split_seed", 0)))  # fixed 20% test
+    train, test = carve(full, 0.2, int(setting(config, "split_seed")))  # fixed 20% test
     mean, std = _channel_stats(train.images)
     return Splits(train, test, 10, (1, 8, 8), mean, std)
 
@@ -397,7 +398,7 @@ def _imagefolder_missing(config: dict[str, Any]) -> str | None:
 def _load_imagefolder(config: dict[str, Any]) -> Splits:
     from torchvision import datasets, transforms
 
-    size = int(config.get("image_size", 64))
+    size = int(setting(config, "image_size"))
     to_tensor = transforms.Compose([transforms.Resize((size, size)), transforms.PILToTensor()])
     root = _root(config)
     train = datasets.ImageFolder(str(root / "train"), transform=to_tensor)
@@ -410,9 +411,9 @@ def _load_imagefolder(config: dict[str, Any]) -> Splits:
 
 def _load_synthetic(config: dict[str, Any]) -> Splits:
     """Class prototypes plus Gaussian noise: learnable, sized like real data, no files."""
-    c, h, w = (int(v) for v in config.get("synthetic_shape", (3, 32, 32)))
-    k, n = int(config.get("synthetic_classes", 10)), int(config.get("synthetic_samples", 4096))
-    g = torch.Generator().manual_seed(int(config.get("split_seed", 0)))
+    c, h, w = (int(v) for v in setting(config, "synthetic_shape"))
+    k, n = int(setting(config, "synthetic_classes")), int(setting(config, "synthetic_samples"))
+    g = torch.Generator().manual_seed(int(setting(config, "split_seed")))
     prototypes = torch.rand(k, c, h, w, generator=g)
     labels = torch.randint(0, k, (n,), generator=g)
     noisy = prototypes[labels] + 0.25 * torch.randn(n, c, h, w, generator=g)  # noise sd, 0..1 scale
@@ -433,7 +434,7 @@ DATASETS: dict[str, DatasetInfo] = {
 
 def dataset_problems(config: dict[str, Any]) -> list[str]:
     """Unknown dataset name or missing files; never reads the data."""
-    name = config.get("dataset", "digits")
+    name = setting(config, "dataset")
     if not (isinstance(name, str) and name in DATASETS):
         return [unknown_name("dataset", name, DATASETS)]
     problem = DATASETS[name].missing(config)
@@ -444,7 +445,7 @@ def prepare_dataset(config: dict[str, Any]) -> list[str]:
     """The objective's ``prepare`` hook: with ``download: true``, download missing files now, before
     a study starts (fetch_once), so a machine without the network gets one line, not a failed trial
     per config."""
-    name = config.get("dataset", "digits")
+    name = setting(config, "dataset")
     info = DATASETS.get(name) if isinstance(name, str) else None
     if info is None or info.fetch is None or not config.get("download"):
         return []
@@ -591,10 +592,10 @@ class Data:
 
 def build_data(config: dict[str, Any], device: torch.device) -> Data:
     """Load `config["dataset"]`, carve the seeded validation split, and wrap loaders."""
-    info = DATASETS[config.get("dataset", "digits")]
+    info = DATASETS[setting(config, "dataset")]
     splits = info.load(config)
-    seed = int(config.get("split_seed", 0))
-    train, val = carve(splits.train, float(config.get("val_fraction", 0.1)), seed)
+    seed = int(setting(config, "split_seed"))
+    train, val = carve(splits.train, float(setting(config, "val_fraction")), seed)
     train = subsample(train, config.get("train_subset"), seed, "train_subset")
     val = subsample(val, config.get("val_subset"), seed, "val_subset")
     test = subsample(splits.test, config.get("test_subset"), seed, "test_subset") if splits.test is not None else None
@@ -605,7 +606,7 @@ def build_data(config: dict[str, Any], device: torch.device) -> Data:
         hflip=bool(_or(config.get("aug_hflip"), info.hflip)),
         cutout=int(config.get("aug_cutout") or 0),
     )
-    batch_size, group = int(config.get("batch_size", 128)), int(config.get("accum_steps", 1))
+    batch_size, group = int(setting(config, "batch_size")), int(setting(config, "accum_steps"))
     eval_batch = int(config.get("eval_batch_size") or 2 * batch_size)
 
     def loader(data: Split | Dataset[Any], train: bool) -> Loader:

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hpsearch.train.defaults import setting
 from hpsearch.train.names import unknown_name
 
 ImageShape = tuple[int, int, int]  # C, H, W
@@ -101,7 +102,7 @@ def imagenet_resnet(blocks: list[int]) -> ModelBuilder:
 
 def mlp(num_classes: int, shape: ImageShape, config: dict[str, Any]) -> nn.Module:
     """Flatten -> [Linear, ReLU] per hidden size -> Linear. No normalization layers."""
-    sizes = [shape[0] * shape[1] * shape[2], *(int(h) for h in config.get("mlp_hidden", [256]))]
+    sizes = [shape[0] * shape[1] * shape[2], *(int(h) for h in setting(config, "mlp_hidden"))]
     layers: list[nn.Module] = [nn.Flatten()]
     for a, b in itertools.pairwise(sizes):
         layers += [nn.Linear(a, b), nn.ReLU()]

@@ -12,6 +12,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from hpsearch.train.defaults import setting
+
 OptimizerBuilder = Callable[[list[dict[str, Any]], dict[str, Any], bool], torch.optim.Optimizer]
 
 
@@ -27,18 +29,18 @@ def param_groups(model: nn.Module, weight_decay: float, wd_norm_bias: bool = Fal
 
 
 def _lr(c: dict[str, Any]) -> float:
-    return float(c.get("lr", 0.1))
+    return float(setting(c, "lr"))
 
 
 def _sgd(groups: list[dict[str, Any]], c: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
     momentum = float(_get(c, "momentum", 0.9))
-    nesterov = bool(c.get("nesterov", False))
+    nesterov = bool(setting(c, "nesterov"))
     return torch.optim.SGD(groups, lr=_lr(c), momentum=momentum, nesterov=nesterov, fused=fused or None)
 
 
 def _adam_like(cls: type[torch.optim.Adam]) -> OptimizerBuilder:  # Adam or AdamW (a subclass)
     def build(groups: list[dict[str, Any]], c: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
-        betas = (float(c.get("beta1", 0.9)), float(c.get("beta2", 0.999)))
+        betas = (float(setting(c, "beta1")), float(setting(c, "beta2")))
         return cls(groups, lr=_lr(c), betas=betas, eps=float(_get(c, "eps", 1e-8)), fused=fused or None)
 
     return build
@@ -48,14 +50,14 @@ def _rmsprop(groups: list[dict[str, Any]], c: dict[str, Any], fused: bool) -> to
     return torch.optim.RMSprop(
         groups,
         lr=_lr(c),
-        alpha=float(c.get("alpha", 0.99)),
+        alpha=float(setting(c, "alpha")),
         momentum=float(_get(c, "momentum", 0.0)),
         eps=float(_get(c, "eps", 1e-8)),
     )
 
 
 def _adagrad(groups: list[dict[str, Any]], c: dict[str, Any], fused: bool) -> torch.optim.Optimizer:
-    return torch.optim.Adagrad(groups, lr=_lr(c), lr_decay=float(c.get("lr_decay", 0.0)), eps=float(_get(c, "eps", 1e-10)))
+    return torch.optim.Adagrad(groups, lr=_lr(c), lr_decay=float(setting(c, "lr_decay")), eps=float(_get(c, "eps", 1e-10)))
 
 
 OPTIMIZERS: dict[str, OptimizerBuilder] = {
@@ -75,7 +77,7 @@ def _get(c: dict[str, Any], key: str, default: float | bool) -> float | bool:
 
 def build_optimizer(model: nn.Module, config: dict[str, Any], device: torch.device) -> torch.optim.Optimizer:
     """Fused kernels on CUDA for the optimizers that have them (one launch per step)."""
-    groups = param_groups(model, float(config.get("weight_decay", 0.0)), bool(config.get("wd_norm_bias", False)))
-    name = config.get("optimizer", "sgd")
+    groups = param_groups(model, float(setting(config, "weight_decay")), bool(setting(config, "wd_norm_bias")))
+    name = setting(config, "optimizer")
     fused = device.type == "cuda" and name in ("sgd", "adam", "adamw")
     return OPTIMIZERS[name](groups, config, fused)

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from hpsearch.train.defaults import setting
+
 # name -> f(progress 0..1 after warmup, steps since warmup, curve) -> lr multiplier
 Schedule = Callable[[float, int, "LrCurve"], float]
 
@@ -99,25 +101,25 @@ def warmup_steps(config: dict[str, Any], total_steps: int, steps_per_epoch: int)
         return round(float(config["warmup_fraction"]) * total_steps)
     if config.get("warmup_epochs"):
         return round(float(config["warmup_epochs"]) * steps_per_epoch)
-    if config.get("schedule", "cosine") == "onecycle":
+    if setting(config, "schedule") == "onecycle":
         return round(ONECYCLE_DEFAULT_WARMUP * total_steps)
     return 0
 
 
 def make_curve(config: dict[str, Any], total_steps: int, steps_per_epoch: int) -> LrCurve:
-    schedule = config.get("schedule", "cosine")
+    schedule = setting(config, "schedule")
     gamma = config.get("gamma")
     return LrCurve(
         schedule=schedule,
         total_steps=total_steps,
         warmup_steps=warmup_steps(config, total_steps, steps_per_epoch),
         steps_per_epoch=steps_per_epoch,
-        warmup_start_factor=float(config.get("warmup_start_factor", 0.01)),
-        min_lr_ratio=float(config.get("min_lr_ratio", 0.0)),
+        warmup_start_factor=float(setting(config, "warmup_start_factor")),
+        min_lr_ratio=float(setting(config, "min_lr_ratio")),
         gamma=float(gamma if gamma is not None else 0.95 if schedule == "exponential" else 0.1),
-        step_epochs=float(config.get("step_epochs", 30)),
-        div_factor=float(config.get("div_factor", 25.0)),
-        final_div_factor=float(config.get("final_div_factor", 1e4)),
+        step_epochs=float(setting(config, "step_epochs")),
+        div_factor=float(setting(config, "div_factor")),
+        final_div_factor=float(setting(config, "final_div_factor")),
     )
 
 
