@@ -13,7 +13,7 @@ from hpsearch.train.data import dataset_problems
 from hpsearch.train.defaults import DEFAULTS as DEFAULTS  # the objective's defaults; validate.DEFAULTS is the public name
 from hpsearch.train.loop import AMP_MODES
 from hpsearch.train.models import model_problems
-from hpsearch.train.names import did_you_mean, unknown_name
+from hpsearch.train.names import hint, unknown_name
 from hpsearch.train.optim import OPTIMIZERS
 from hpsearch.train.schedules import SCHEDULES
 
@@ -78,8 +78,7 @@ def validate(config: dict[str, Any]) -> list[str]:
 
 
 def _unknown_key(key: object) -> str:
-    hint = did_you_mean(key, DEFAULTS)
-    return f"unknown config key {key!r}{hint}; the keys are listed in objectives/image_classification.py"
+    return f"unknown config key {key!r}{hint(key, DEFAULTS)}; the keys are listed in objectives/image_classification.py"
 
 
 def _name_problems(cfg: dict[str, Any]) -> list[str]:
