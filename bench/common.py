@@ -1,6 +1,6 @@
 """Shared by every bench script: machine description, interleaved timing, JSON results.
 
-Each script writes bench/results/<name>.json (gitignored) with the keys below; run_all.py
+Each script writes bench/results/<name>.json (committed) with the keys below; run_all.py
 renders BENCHMARKS.md from those files only, so every figure there has a rerunnable source.
 
     name, title, headline, command, date, duration_s, machine, smoke, goal, goal_met, figures, table, notes

@@ -21,8 +21,11 @@ from typing import Any
 from common import RESULTS, ROOT
 
 ORDER = ("search_quality", "objective_vs_textbook", "orchestration", "busy_machine", "parallel_slots", "growth", "gpu")
-TITLES = {"gpu": "GPU training step"}  # headings of benchmarks without a result yet
-
+TITLES = {"gpu": "GPU training step", "parallel_slots": "Parallel trial slots"}  # headings of benchmarks without a result yet
+NOT_RUN = {  # why a benchmark has no result, where that is known
+    "parallel_slots": "Not rerun since the engine moved to slots.py: the earlier figure (2 slots: 2.08x the trials per hour "
+    "of 1 slot in steady state, 1.42x end to end) came from a result file that was not kept.",
+}
 
 
 # ---------------------------------------------------------------------------- what limits each figure
@@ -38,13 +41,22 @@ def _textbook(r: dict[str, Any]) -> str:
     short = {k: v for k, v in rows.items() if v["speedup_train"] < 2}
     apart = {k: v for k, v in rows.items() if v["max_acc_diff_points"] > 1}
     gains = [v["channels_last_gain"] for v in rows.values() if v.get("channels_last_gain")]
-    same_layout = {k: v["samples_per_s"]["hpsearch_nchw"] / v["samples_per_s"][v["fastest_textbook"]]
-                   for k, v in rows.items() if "hpsearch_nchw" in v["samples_per_s"]}
+    same_layout = {
+        k: v["samples_per_s"]["hpsearch_nchw"] / v["samples_per_s"][v["fastest_textbook"]]
+        for k, v in rows.items()
+        if "hpsearch_nchw" in v["samples_per_s"]
+    }
     sized = [v for v in rows.values() if v.get("train_images")]
-    per_image = (f"; {min(1e6 * v['hpsearch_data_s'] / v['train_images'] for v in sized):.0f}-"
-                 f"{max(1e6 * v['hpsearch_data_s'] / v['train_images'] for v in sized):.0f} µs against "
-                 f"{min(1e6 * v['textbook_data_s'] / v['train_images'] for v in sized):.0f}-"
-                 f"{max(1e6 * v['textbook_data_s'] / v['train_images'] for v in sized):.0f} µs per image") if sized else ""
+    per_image = (
+        (
+            f"; {min(1e6 * v['hpsearch_data_s'] / v['train_images'] for v in sized):.0f}-"
+            f"{max(1e6 * v['hpsearch_data_s'] / v['train_images'] for v in sized):.0f} µs against "
+            f"{min(1e6 * v['textbook_data_s'] / v['train_images'] for v in sized):.0f}-"
+            f"{max(1e6 * v['textbook_data_s'] / v['train_images'] for v in sized):.0f} µs per image"
+        )
+        if sized
+        else ""
+    )
     text = (
         "**Where the time goes.** The objective never touches a sample in Python: batches are sliced from uint8 tensors "
         "and cropped/normalized as whole batches (the 'data-only' column: a training epoch of batches costs "
@@ -73,16 +85,18 @@ def _textbook(r: dict[str, Any]) -> str:
         )
     if short:
         missed = ", ".join(f"{k} ({v['speedup_train']:.3f}x)" for k, v in short.items())
-        shares = {k: v["textbook_data_s"] / (v["train_images"] / v["samples_per_s"][v["fastest_textbook"]])
-                  for k, v in short.items() if v.get("train_images")}
+        shares = {
+            k: v["textbook_data_s"] / (v["train_images"] / v["samples_per_s"][v["fastest_textbook"]])
+            for k, v in short.items()
+            if v.get("train_images")
+        }
         text += (
             f"**Speed goal not met for {missed}:** on this CPU "
             "(AVX2, no AVX-512/AMX, so no fast bf16) a convnet step is convolution arithmetic that both loops pay alike, and "
             "the input pipeline the objective removes is a small share of the textbook's epoch"
         )
         if shares:
-            text += (" (its data-only epoch against its training epoch: "
-                     + ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares.items()) + ")")
+            text += " (its data-only epoch against its training epoch: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in shares.items()) + ")"
         text += (
             ". Going further needs a cheaper step: `compile: true` (torch.compile; its CPU speed-up and compile time are not "
             "measured here) or lower precision, which this CPU does not accelerate. On a GPU, bench/gpu.py measures how "
@@ -94,8 +108,11 @@ def _textbook(r: dict[str, Any]) -> str:
             + ", ".join(f"{k} ({v['max_acc_diff_points']:.2f} points, mean of {v.get('repeats', '?')} runs)" for k, v in apart.items())
             + ":** the loops share data, model, initialization and schedule but not the order of batches, so their "
             "accuracies also differ by batch-order noise"
-            + ("; digits' validation split is 144 images, so one image is 0.69 points" if any(k.startswith("digits") for k in apart)
-               else "")
+            + (
+                "; digits' validation split is 144 images, so one image is 0.69 points"
+                if any(k.startswith("digits") for k in apart)
+                else ""
+            )
             + ". "
         )
     return text.rstrip()
@@ -132,8 +149,10 @@ def _slots(r: dict[str, Any]) -> str:
         "slot), a fixed cost that a longer search amortizes. "
     )
     if f.get("omp_wait_policy"):
-        text += (f"Both variants ran with OMP_WAIT_POLICY={f['omp_wait_policy']}: with other jobs on the machine, OpenMP "
-                 "threads that spin-wait made 2-thread steps 5-10x slower at random, which would flatter the 2-slot figure. ")
+        text += (
+            f"Both variants ran with OMP_WAIT_POLICY={f['omp_wait_policy']}: with other jobs on the machine, OpenMP "
+            "threads that spin-wait made 2-thread steps 5-10x slower at random, which would flatter the 2-slot figure. "
+        )
     if r["machine"].get("load_avg_1_5_15") and r["machine"]["load_avg_1_5_15"][0] > 0.5:
         text += "Other jobs shared these 2 cores (load average in the machine line), which the 2-slot run feels most."
     return text
@@ -175,7 +194,36 @@ def _growth(r: dict[str, Any]) -> str:
     )
 
 
+def _search_quality(r: dict[str, Any]) -> str:
+    f = r["figures"]
+    rows, d, budget, per = f["methods"], f["hpsearch_defaults"], f["budget_epochs"], f["epochs_per_trial"]
+    hp, hb = rows["hpsearch"], rows.get("hyperband")
+    text = (
+        f"![Best validation accuracy so far against epochs trained, median of {f['seeds']} seeds per method]"
+        f"(bench/results/{f['png']})\n\n"
+        f"**What limits the defaults here.** The budget holds {budget // per} full {per}-epoch trials. hpsearch leaves "
+        f"{d['sampler']}'s {d['sampler_startup_trials']} random start-up trials as Optuna sets them, and those took "
+        f"{hp['tpe_startup_epochs']:g} of the {budget} epochs (median), so for most of the budget hpsearch's defaults are random "
+        f"search plus pruning; the unpruned TPE script gets {max(0, budget // per - d['sampler_startup_trials'])} model-guided "
+        f"trials in all. The {d['pruner']} lets its first {d['pruner_startup_trials']} trials finish "
+        f"({d['pruner_startup_trials'] * per} epochs) and judges from epoch {d['pruner_warmup_epochs'] + 1} of {per}; once TPE took "
+        f"over it pruned {hp['pruned_after_startup']:g} of {hp['trials_after_startup']:g} trials (median)"
+    )
+    if hp["trials_after_startup"] and hp["pruned_after_startup"] >= hp["trials_after_startup"] / 2:
+        text += ", so the epochs pruning saved went mostly into more trials that were stopped early, not into finished ones"
+    text += ". "
+    if hb:
+        text += (
+            f"Hyperband, which starts pruning from the first trials, ran {hb['trials']:g} trials ({hb['pruned']:g} pruned) in "
+            f"the same budget against {hp['trials']:g} ({hp['pruned']:g}). "
+        )
+    return text + (
+        f"With {f['seeds']} seeds and 5,000 validation images, differences of a few tenths of a point between methods are within noise (see the notes)."
+    )
+
+
 ANALYSIS: dict[str, Any] = {
+    "search_quality": _search_quality,
     "objective_vs_textbook": _textbook,
     "orchestration": _orchestration,
     "busy_machine": _busy_machine,
@@ -215,8 +263,10 @@ def machine_line(r: dict[str, Any]) -> str:
     m = r["machine"]
     gpu = f", GPU {m['gpu']}" if m.get("gpu") else ", no GPU"
     load = f", load average {m['load_avg_1_5_15'][0]} at the end" if m.get("load_avg_1_5_15") else ""
-    return (f"{m['nproc']} cores ({m['cpu']}){gpu}; Python {m['python']}, torch {m['torch']}, optuna {m['optuna']}, "
-            f"ray {m['ray']}{load}; {r['date']}, {r['duration_s']:.0f} s")
+    return (
+        f"{m['nproc']} cores ({m['cpu']}){gpu}; Python {m['python']}, torch {m['torch']}, optuna {m['optuna']}, "
+        f"ray {m['ray']}{load}; {r['date']}, {r['duration_s']:.0f} s"
+    )
 
 
 def table(t: dict[str, Any]) -> list[str]:
@@ -230,12 +280,14 @@ def table(t: dict[str, Any]) -> list[str]:
 def section(name: str, r: dict[str, Any] | None) -> list[str]:
     if r is None:
         title = TITLES.get(name, name)
-        lines = [f"## {title}", "", f"Not run yet. Run `.venv/bin/python bench/{name}.py`"]
+        lines = [f"## {title}", "", f"{NOT_RUN.get(name, 'Not run yet.')} Run `.venv/bin/python bench/{name}.py`"]
         if name == "gpu":
-            lines[-1] = ("**Not run**: no GPU was available to the session that wrote this file. On a machine with a GPU: "
-                         "`.venv/bin/python bench/gpu.py` (about 5-8 minutes; `--compile off` for about 1), then "
-                         "`.venv/bin/python bench/run_all.py --render-only`. It imports and passes `--smoke` on CPU "
-                         "(tests/test_bench_smoke.py).")
+            lines[-1] = (
+                "**Not run**: no GPU was available to the session that wrote this file. On a machine with a GPU: "
+                "`.venv/bin/python bench/gpu.py` (about 5-8 minutes; `--compile off` for about 1), then "
+                "`.venv/bin/python bench/run_all.py --render-only`. It imports and passes `--smoke` on CPU "
+                "(tests/test_bench_smoke.py)."
+            )
         return lines + [""]
     lines = [f"## {r['title']}", "", f"`{r['command']}`  ", machine_line(r), ""]
     lines += [f"**Goal:** {r['goal']} — {status(r)}. **Measured:** {r['headline']}.", ""]
@@ -254,7 +306,7 @@ def render(results: Path) -> str:
     lines = [
         "# Benchmarks",
         "",
-        "Every figure here comes from a script in `bench/` (JSON in `bench/results/`, gitignored) and is rewritten",
+        "Every figure here comes from a script in `bench/` (JSON in `bench/results/`, committed) and is rewritten",
         "by `.venv/bin/python bench/run_all.py` (`--render-only` to rebuild this file from the JSON alone).",
         "The machine was shared with other jobs while these ran, so absolute times are noisy: the figures are",
         "ratios of variants run side by side in one process or one script, interleaved (A, B, B, A, ...), with medians.",
@@ -264,8 +316,10 @@ def render(results: Path) -> str:
     ]
     for name in ORDER:
         r = found.get(name)
-        lines.append(f"| [{name}](#{_anchor(r['title'] if r else TITLES.get(name, name))}) | {r['goal'] if r else '-'} | {status(r)} | "
-                     f"{r['headline'] if r else '-'} |")
+        lines.append(
+            f"| [{name}](#{_anchor(r['title'] if r else TITLES.get(name, name))}) | {r['goal'] if r else '-'} | {status(r)} | "
+            f"{r['headline'] if r else '-'} |"
+        )
     lines.append("")
     for name in ORDER:
         lines += section(name, found.get(name))

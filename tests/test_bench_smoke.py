@@ -19,8 +19,12 @@ KEYS = {"name", "title", "headline", "command", "date", "duration_s", "machine",
 MACHINE_KEYS = {"nproc", "cpu", "torch", "optuna", "ray", "load_avg_1_5_15"}
 # script -> figures a reader of BENCHMARKS.md needs from it
 FIGURES = {
-    "objective_vs_textbook": {"digits_mlp", "accuracy_within_1_point",  # a tiny Fashion-MNIST row too, where Debian's files are
-                              *(["fashion_mnist_cnn"] if Path("/usr/share/datasets/fashion-mnist").is_dir() else [])},
+    "search_quality": {"budget_epochs", "random_final_best", "methods", "goals"},
+    "objective_vs_textbook": {
+        "digits_mlp",
+        "accuracy_within_1_point",  # a tiny Fashion-MNIST row too, where Debian's files are
+        *(["fashion_mnist_cnn"] if Path("/usr/share/datasets/fashion-mnist").is_dir() else []),
+    },
     "orchestration": {"hpsearch_over_optuna", "hpsearch_ms_per_trial", "optuna_ms_per_trial", "cli_run_1_trial_s"},
     "busy_machine": {"quiet_s", "busy_s", "slowdown", "busy_processes"},
     "parallel_slots": {"trials_per_hour_1_slot", "trials_per_hour_2_slots", "speedup"},
@@ -50,17 +54,35 @@ def test_smoke_run_writes_its_result(bench, tmp_path, monkeypatch, name):
     assert result["smoke"] is True and result["name"] == name
     assert FIGURES[name] <= set(result["figures"]), FIGURES[name] - set(result["figures"])
     assert result["table"]["rows"] and all(len(row) == len(result["table"]["columns"]) for row in result["table"]["rows"])
+    if "png" in result["figures"]:  # a plot the section links to
+        assert (tmp_path / result["figures"]["png"]).stat().st_size > 1000
 
 
 def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):
     run_all = bench("run_all")
     fake = {
-        "name": "parallel_slots", "title": "Parallel slots", "headline": "median: 0.31 of the epochs",
-        "command": ".venv/bin/python bench/parallel_slots.py", "date": "2026-01-01T00:00:00+00:00", "duration_s": 12.0,
-        "machine": {"nproc": 2, "cpu": "AMD EPYC", "gpu": None, "python": "3.11", "torch": "2", "optuna": "5", "ray": "2",
-                    "load_avg_1_5_15": [1.0, 1.0, 1.0]},
-        "smoke": False, "goal": "≤ 1/3 of the epochs", "goal_met": True, "figures": {},
-        "table": {"columns": ["pruner", "epochs"], "rows": [["median", "93"]]}, "notes": ["a note"],
+        "name": "parallel_slots",
+        "title": "Parallel slots",
+        "headline": "median: 0.31 of the epochs",
+        "command": ".venv/bin/python bench/parallel_slots.py",
+        "date": "2026-01-01T00:00:00+00:00",
+        "duration_s": 12.0,
+        "machine": {
+            "nproc": 2,
+            "cpu": "AMD EPYC",
+            "gpu": None,
+            "python": "3.11",
+            "torch": "2",
+            "optuna": "5",
+            "ray": "2",
+            "load_avg_1_5_15": [1.0, 1.0, 1.0],
+        },
+        "smoke": False,
+        "goal": "≤ 1/3 of the epochs",
+        "goal_met": True,
+        "figures": {},
+        "table": {"columns": ["pruner", "epochs"], "rows": [["median", "93"]]},
+        "notes": ["a note"],
     }
     (tmp_path / "parallel_slots.json").write_text(json.dumps(fake))
     (tmp_path / "growth.json").write_text(json.dumps({**fake, "name": "growth", "smoke": True}))  # smoke: never rendered
