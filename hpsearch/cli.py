@@ -276,14 +276,15 @@ def add_scale_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    spec = load(args, prepare=True)
-    resume_anyway(spec, args)
-    if spec.backend != "optuna":
+    spec = load(args)
+    if spec.backend != "optuna":  # before the objective's prepare hook (a download) or any write
         raise UserError(
             f"{spec.path}: backend: {spec.backend}: `hpsearch worker` joins an Optuna study; a {spec.backend} "
             f"study is scheduled by its own cluster: run `hpsearch run {spec.path}` (ray.address joins an existing cluster), "
             f"or add --set backend=optuna to run Optuna workers on this study"
         )
+    spec = load(args, prepare=True)
+    resume_anyway(spec, args)
     from hpsearch.backends.optuna import machine_salt, run
 
     summary = run(spec, quiet=args.quiet, seed_salt=machine_salt())

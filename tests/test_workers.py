@@ -15,7 +15,7 @@ from hpsearch.cli import main
 from hpsearch.devices import cpu_cores, plan_slots, threads_notice
 from hpsearch.errors import UserError
 from hpsearch.spec import Resources, Spec
-from tests.conftest import ROOT, cli
+from tests.conftest import ROOT, TOY, cli
 
 RECORD = ROOT / "tests" / "fixtures" / "record.py"
 GPUS4 = ["0", "1", "2", "3"]
@@ -145,3 +145,17 @@ def test_a_slot_killed_mid_trial_is_replaced_and_the_budget_is_still_met(tmp_pat
     assert {r["devices"] for r in records(record)} == {"0"}  # two slots share the one device
     # The killed slot's process ran nothing after its death; others (its replacement, the other slot) finished the budget.
     assert failed[0].user_attrs["worker"] not in {t.user_attrs["worker"] for t in finished}
+
+
+def test_worker_on_a_ray_spec_is_one_line_that_says_what_to_run_and_writes_nothing(tmp_path):
+    spec = tmp_path / "ray.yaml"
+    spec.write_text(
+        f"study: r\nobjective: {TOY}:objective\noutput: {tmp_path / 'runs'}\nbackend: ray\n"
+        "space: {lr: {float: [1.0e-4, 1.0], log: true}}\n"
+    )
+    result = cli("worker", str(spec))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "backend: ray" in lines[0] and f"hpsearch run {spec}" in lines[0] and "--set backend=optuna" in lines[0]
+    assert not (tmp_path / "runs").exists()
