@@ -85,6 +85,8 @@ def hung_trial(tmp_path: Path, study: str) -> Callable[[], FrozenTrial | None]:
 
 
 def start_run(spec: Path, *args: str) -> subprocess.Popen:
+    """``hpsearch run`` as a user starts it from a terminal, where SIGINT is Ctrl-C: also when this test runs in a
+    background job, which starts with SIGINT ignored (a child would inherit that, and Python then keeps it ignored)."""
     return subprocess.Popen(
         [sys.executable, "-m", "hpsearch.cli", "run", str(spec), "--quiet", *args],
         cwd=ROOT,
@@ -92,6 +94,7 @@ def start_run(spec: Path, *args: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

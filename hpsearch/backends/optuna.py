@@ -316,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # the parent's Ctrl-C, even if it was started with SIGINT ignored
     signal.signal(signal.SIGUSR1, lambda signum, frame: stop.set())  # finish the running trial, claim no more
     spec = spec_from_env(args.path)
     try:
