@@ -105,11 +105,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     import importlib
 
     spec = load(args, prepare=True)
+    check_warm_start(spec)
     resume_anyway(spec, args)
     summary: Summary = importlib.import_module(BACKENDS[spec.backend].module).run(spec, quiet=args.quiet)
-    print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; best {summary.best}")
+    imported = f", {summary.imported} imported" if summary.imported else ""
+    print(f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed{imported}; best {summary.best}")
     print(f"storage {summary.storage}; TensorBoard: tensorboard --logdir {spec.study_dir}")
     return ending(summary)
+
+
+def check_warm_start(spec: Spec) -> None:
+    """warm_start.study must be readable before the study is created (one line, nothing written)."""
+    if spec.warm_start.study is not None:
+        from hpsearch.study import check_warm_start as check
+
+        check(spec)
 
 
 def resume_anyway(spec: Spec, args: argparse.Namespace) -> None:
@@ -141,6 +151,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     spec = load(args)
     print(validate_spec(spec, samples=args.samples))
+    return 0
+
+
+def cmd_lr_find(args: argparse.Namespace) -> int:
+    from hpsearch import lrfind
+
+    spec = load(args)
+    targets = lrfind.targets(spec)  # a spec lr-find cannot test fails here, before any training
+    if args.apply:
+        lrfind.check_apply(spec, Path(args.apply))
+    print(f"{spec.study}: lr range test of {len(targets)} optimizer option(s), other parameters at their middle")
+    curves = lrfind.run(spec, args.steps, Path(args.out) if args.out else None)
+    print("\n".join(lrfind.table(curves)))
+    print("plots: " + ", ".join(str(c.png) for c in curves))
+    if args.apply:
+        print(f"wrote {lrfind.write(spec, curves, Path(args.apply))}; search it: hpsearch run {args.apply}")
     return 0
 
 
@@ -247,6 +273,13 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    from hpsearch.status import show
+
+    show(load_for_results(args), watch=args.watch, as_json=args.json)
+    return 0
+
+
 # -- scale-out (worker): commands --
 
 
@@ -284,6 +317,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             f"or add --set backend=optuna to run Optuna workers on this study"
         )
     spec = load(args, prepare=True)
+    check_warm_start(spec)
     resume_anyway(spec, args)
     from hpsearch.backends.optuna import machine_salt, run
 
@@ -339,6 +373,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="sampled configs to check with the objective's validate hook (default 20; the first 3 are printed)",
     )
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser(
+        "lr-find",
+        help="learning-rate range test per optimizer option: suggested lr bounds, a plot each, --apply writes a narrowed spec",
+        description=(
+            "Smith's lr range test, per optimizer option of the space, the other parameters at their middle (log-middle of a "
+            "log range, middle of a linear one, median of numeric choices, first of other choices). The lr rises exponentially "
+            "from the option's low/10 to its high*10; the test stops when the smoothed loss exceeds 4x its minimum. Suggested: "
+            "high = lr at the min smoothed loss / 10, low = high / 30. Cost: per option at most --steps training steps "
+            "(default one epoch of the training split, at least 100 steps) and no validation pass: about one epoch of one "
+            "trial per option. Built-in objective only."
+        ),
+    )
+    add_spec_args(p)
+    p.add_argument("--steps", type=positive_int, help="optimizer steps per option (default: one epoch of the training split, at least 100)")
+    p.add_argument("--apply", metavar="OUT.yaml", help="write a new spec with the suggested lr ranges (never the input file)")
+    p.add_argument("--out", help="folder for the PNGs (default: <output>/<study>/lr-find)")
+    p.set_defaults(func=cmd_lr_find)
 
     # -- study results and training runs (best, trials, export, train, promote, report, dashboard) --
 
@@ -398,6 +450,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8080)
     p.set_defaults(func=cmd_dashboard)
+
+    p = sub.add_parser("status", help="workers, running trials, recent failures, budget and ETA of a study (reads the storage only)")
+    add_spec_args(p)
+    p.add_argument(
+        "--watch",
+        nargs="?",
+        const=5.0,
+        type=positive_float,
+        metavar="SECONDS",
+        help="refresh every SECONDS (default 5) until Ctrl-C; put it after SPEC",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON (with --watch: one document per line per refresh)")
+    p.set_defaults(func=cmd_status)
 
     # -- scale-out (worker) --
 

@@ -116,8 +116,11 @@ def describe_spec(spec: Spec, configs: list[dict[str, Any]] | int = SHOWN, check
         "space:",
         *describe_space(spec.tree),
     ]
-    if spec.warm_start:
-        lines.append(f"warm starts: {len(spec.warm_start)} configs evaluated first")
+    if spec.warm_start.configs:
+        lines.append(f"warm starts: {len(spec.warm_start.configs)} configs evaluated first")
+    if spec.warm_start.study is not None and spec.warm_storage_url is not None:
+        top = f", its best {spec.warm_start.top} re-evaluated first" if spec.warm_start.top else ""
+        lines.append(f"warm start: imports the finished trials of study {spec.warm_start.study} in {redact(spec.warm_storage_url)}{top}")
     for i, config in enumerate(configs):
         lines.append(f"sample {i + 1}: {config}")
     if check is not None and check.rejected:

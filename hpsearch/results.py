@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
+    from hpsearch.reruns import Run
+
 PROMOTE_SUFFIX = "-promote"  # promotion runs go into the study "<study>-promote", same storage
 # What an exported config turns on for the full run, per objective (keys that do not change the
 # validation metric): keep the weights, and score the test split once at the end.
@@ -83,12 +85,14 @@ def ranked(study: optuna.Study) -> list[FrozenTrial]:
 
 
 def best_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """The best trial, or the Pareto-optimal trials of a multi-objective study."""
-    if not completed(study):
+    """The best trial, or the Pareto-optimal trials of a multi-objective study, among the study's
+    own trials (not those imported by warm_start.study: they ran in another setting)."""
+    from hpsearch.study import own_best
+
+    best = own_best(study)
+    if not best:
         raise UserError(f"study {study.study_name!r}: no completed trials yet")
-    if len(study.directions) > 1:
-        return sorted(study.best_trials, key=lambda t: t.number)
-    return [study.best_trial]
+    return best
 
 
 # ---------------------------------------------------------------------------- one trial as a record
@@ -126,6 +130,7 @@ def trial_record(trial: FrozenTrial, names: list[str]) -> dict[str, Any]:
         "samples_per_s": attrs.get("samples_per_s"),
         "peak_mem_mb": attrs.get("peak_mem_mb"),
         "metrics": attrs.get("metrics"),
+        "imported_from": attrs.get("imported_from"),  # warm_start.study: {study, trial}; None for the study's own trials
     }
 
 
@@ -447,12 +452,13 @@ class Candidate:
 
 
 def top_configs(study: optuna.Study, k: int) -> list[FrozenTrial]:
-    """The k best completed trials by the first metric, one per distinct config."""
+    """The k best completed trials by the first metric, one per distinct config (the study's own:
+    an imported trial's config ran in another setting)."""
     picked: list[FrozenTrial] = []
     seen: list[Any] = []
     for trial in ranked(study):
         config = trial.user_attrs.get("config")
-        if config is None or config in seen:
+        if config is None or config in seen or "imported_from" in trial.user_attrs:
             continue
         seen.append(config)
         picked.append(trial)
@@ -496,54 +502,46 @@ def promote_table(candidates: list[Candidate], metric: str, winner: Candidate | 
 
 def promote_study(spec: Spec, study: optuna.Study) -> optuna.Study:
     """The study "<study>-promote" beside the searched one: every re-run is a trial the dashboard shows."""
-    import optuna
+    from hpsearch.reruns import derived_study
 
-    pstudy = optuna.create_study(
-        storage=open_storage(spec.storage_url),
-        study_name=study.study_name + PROMOTE_SUFFIX,
-        directions=study.directions,
-        load_if_exists=True,
-    )
-    pstudy.set_user_attr("metric_names", metric_names(study, spec))
-    pstudy.set_user_attr("objective", study.user_attrs.get("objective") or spec.objective)
-    pstudy.set_user_attr("source_study", study.study_name)
-    return pstudy
+    return derived_study(spec, study, PROMOTE_SUFFIX, "promote")
 
 
-def earlier_run(pstudy: optuna.Study, source: int, seed: int, config: dict[str, Any]) -> FrozenTrial | None:
-    """A completed re-run of the same config and seed from an earlier (interrupted) promote."""
-    for t in completed(pstudy):
-        a = t.user_attrs
-        if a.get("source_trial") == source and a.get("seed") == seed and a.get("config") == config:
-            return t
-    return None
+def join_hint(spec: Spec, rstudy: optuna.Study) -> str:
+    """How another machine joins a re-run study (a default sqlite storage moves with the study name, so it is named)."""
+    return f"other machines join with: hpsearch worker {spec.path or 'SPEC'} --study {rstudy.study_name} --storage {redact(spec.storage_url)}"
 
 
-def record_run(
-    pstudy: optuna.Study, source: FrozenTrial, seed: int, config: dict[str, Any], outcome: Any, history: list[dict[str, float]], metric: str
-) -> None:
-    from optuna.trial import TrialState, create_trial
+def run_fixed(spec: Spec, rstudy: optuna.Study, runs: list[Run], quiet: bool, stream: Any, queue_only: bool = False) -> str | None:
+    """Queue the runs that have not finished and run them with the engine's claim loop (``--workers``
+    slots here; ``hpsearch worker`` processes elsewhere may join). Why the engine stopped early, if it did."""
+    from hpsearch.backends.optuna import run
+    from hpsearch.reruns import finished, planned, queue, rerun_spec
 
-    states = {"completed": TrialState.COMPLETE, "pruned": TrialState.PRUNED, "failed": TrialState.FAIL}
-    curve = {int(h["epoch"]): h[metric] for h in history if math.isfinite(h.get(metric, math.nan))}
-    attrs = {
-        **outcome.attrs(),
-        "source_study": pstudy.study_name.removesuffix(PROMOTE_SUFFIX),
-        "source_trial": source.number,
-        "seed": seed,
-        "config": config,
-        "history": history,
-    }
-    pstudy.add_trial(
-        create_trial(
-            state=states[outcome.state],
-            values=outcome.values,
-            params=source.params,
-            distributions=source.distributions,
-            user_attrs=attrs,
-            intermediate_values=curve,
-        )
-    )
+    missing = [r for r in runs if finished(rstudy, r) is None]
+    if not missing:
+        return None
+    added = queue(rstudy, missing)
+    print(f"{rstudy.study_name}: {len(missing)} runs to go ({added} newly queued); {join_hint(spec, rstudy)}", file=stream, flush=True)
+    if spec.backend != "optuna":
+        print(f"backend {spec.backend}: re-runs of fixed configs go through the embedded engine's slots (no scheduler needed)", file=stream)
+    if queue_only:
+        return None
+    summary = run(rerun_spec(spec, rstudy.study_name, planned(rstudy)), quiet=quiet)
+    return summary.stopped_early
+
+
+def run_outcome(rstudy: optuna.Study, run: Run, metric: str, earlier: bool) -> tuple[float | None, str]:
+    """(first metric, how it went) of one re-run after the engine ran: finished, failed, or not run."""
+    from hpsearch.reruns import finished, last_failure
+
+    done = finished(rstudy, run)
+    if done is not None:
+        kind = (rstudy.user_attrs.get("reruns") or {}).get("kind", "promote")
+        how = f"from an earlier {kind} run" if earlier else f"{fmt(wall_s(done))} s"
+        return done.values[0], how
+    failed = last_failure(rstudy, run)
+    return None, str(failed.user_attrs.get("reason", "failed")) if failed is not None else "not run (stopped early or interrupted)"
 
 
 @dataclass
@@ -563,10 +561,14 @@ def promote(
     out: Path | None = None,
     quiet: bool = False,
     stream: Any = None,
-) -> Promotion:
-    """Re-run the top ``k`` configs with ``seeds`` seeds each (config "seed" = seed_base + i), one at a
-    time in this process, each through ``run_trial`` with a reporter that never prunes; record every run
-    in the study "<study>-promote" and export the config with the best mean to ``out``."""
+    queue_only: bool = False,
+) -> Promotion | None:
+    """Re-run the top ``k`` configs with ``seeds`` seeds each (config "seed" = seed_base + i) as queued
+    trials of the study "<study>-promote", run by the engine (``spec.resources.workers`` slots, and any
+    ``hpsearch worker`` that joins); export the config with the best mean to ``out``.
+    ``queue_only``: queue the runs for workers and return None."""
+    from hpsearch.reruns import Run, finished
+
     stream = stream or sys.stdout
     study = load_study(spec)
     names = metric_names(study, spec)
@@ -580,25 +582,33 @@ def promote(
     entry = portable_objective(study.user_attrs.get("objective") or spec.objective, spec)
     for c in candidates:
         check_config({"objective": entry, "config": c.config}, f"promote: trial {c.trial.number}")
-    objective = load_objective(entry)
     pstudy = promote_study(spec, study)
     numbers = ", ".join(str(c.trial.number) for c in candidates)
     print(
         f"{study.study_name}: promoting the top {len(candidates)} configs by {names[0]} ({numbers}), {seeds} seeds each "
-        f"({seed_base}..{seed_base + seeds - 1}), one run at a time; runs go to study {pstudy.study_name!r}",
+        f"({seed_base}..{seed_base + seeds - 1}); runs go to study {pstudy.study_name!r}",
         file=stream,
         flush=True,
     )
-    for cand in candidates:
-        for seed in range(seed_base, seed_base + seeds):
-            value, how = rerun(objective, spec, pstudy, cand, seed, names, None if quiet else stream)
-            if value is None:
-                cand.failures.append(f"seed {seed}: {how}")
-            else:
-                cand.seeds.append(seed)
-                cand.values.append(value)
-            shown = how if value is None else f"{names[0]}={fmt(value)} ({how})"
-            print(f"trial {cand.trial.number} seed {seed}: {shown}", file=stream, flush=True)
+    runs = [(c, Run(c.trial, seed, {**c.config, "seed": seed})) for c in candidates for seed in range(seed_base, seed_base + seeds)]
+    earlier = {id(r) for _, r in runs if finished(pstudy, r) is not None}
+    for c, r in runs:
+        if id(r) in earlier:
+            print(f"trial {c.trial.number} seed {r.seed}: {run_line(pstudy, r, names[0], True)}", file=stream, flush=True)
+    stopped = run_fixed(spec, pstudy, [r for _, r in runs], quiet, stream, queue_only)
+    if queue_only:
+        return None
+    for c, r in runs:
+        value, how = run_outcome(pstudy, r, names[0], id(r) in earlier)
+        if value is None:
+            c.failures.append(f"seed {r.seed}: {how}")
+        else:
+            c.seeds.append(int(r.seed or 0))
+            c.values.append(value)
+        if id(r) not in earlier:
+            print(f"trial {c.trial.number} seed {r.seed}: {run_line(pstudy, r, names[0], False)}", file=stream, flush=True)
+    if stopped:
+        print(f"re-runs stopped early: {stopped}", file=stream, flush=True)
     winner = pick(candidates, directions(study)[0])
     out = out or spec.study_dir / "promoted.yaml"
     doc = export_doc(study, spec, winner.trial.number, overrides, warn=False)
@@ -624,27 +634,6 @@ def promote(
     return Promotion(candidates, winner, out, names[0])
 
 
-def rerun(
-    objective: Any, spec: Spec, pstudy: optuna.Study, cand: Candidate, seed: int, names: list[str], echo: Any = None
-) -> tuple[float | None, str]:
-    """One promotion run, or the finished one an earlier promote recorded: (first metric or None, how it went)."""
-    from hpsearch.reporter import Reporter
-    from hpsearch.trial import run_trial
-
-    config = {**cand.config, "seed": seed}
-    prior = earlier_run(pstudy, cand.trial.number, seed, config)
-    if prior is not None:
-        return prior.values[0], "from an earlier promote run"
-
-    def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
-        shown = " ".join(f"{k}={fmt(v)}" for k, v in metrics.items())
-        print(f"  trial {cand.trial.number} seed {seed} epoch {epoch}/{config.get('epochs', '?')}: {shown}", file=echo, flush=True)
-
-    trial_dir = spec.study_dir / "promote" / f"trial{cand.trial.number}-seed{seed}"
-    reporter = Reporter(trial_dir=trial_dir, prune_hook=None, on_epoch=on_epoch if echo else None)
-    outcome = run_trial(objective, config, reporter, names)
-    reporter.close(hparams=config, final=outcome.metrics)
-    record_run(pstudy, cand.trial, seed, config, outcome, reporter.history, names[0])
-    if outcome.values is None:
-        return None, outcome.reason
-    return outcome.values[0], f"{fmt(outcome.wall_s)} s"
+def run_line(rstudy: optuna.Study, run: Run, metric: str, earlier: bool) -> str:
+    value, how = run_outcome(rstudy, run, metric, earlier)
+    return how if value is None else f"{metric}={fmt(value)} ({how})"

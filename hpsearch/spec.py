@@ -79,9 +79,16 @@ class Resources(Section):
     # Trial slots run at once on this machine; null: one per GPU share (GPUs x trials_per_gpu), or 1 without GPUs.
     workers: int | None = Field(None, ge=1)
     gpus_per_trial: float = Field(1, ge=0)  # devices per trial: 1, 2, ... or a share (0.5 = two trials per GPU); 0 = CPU only
-    trials_per_gpu: int = Field(1, ge=1)  # slots sharing one device (same as gpus_per_trial: 1/k)
+    trials_per_gpu: int | Literal["auto"] = 1  # slots sharing one device (same as gpus_per_trial: 1/k); auto: by measured memory
     gpus: list[int] | None = None  # device indices to use; default all visible
     cpus_per_trial: float | None = Field(None, gt=0)  # threads per trial (Ray: CPUs); default cores // slots
+    memory_margin: float = Field(0.15, ge=0, lt=1)  # trials_per_gpu: auto: share of a GPU's free memory left unused
+    trials_per_gpu_max: int = Field(4, ge=1)  # trials_per_gpu: auto: most slots on one GPU
+
+    @property
+    def per_gpu(self) -> int:
+        """Slots per GPU at the start: trials_per_gpu, or 1 with auto (packing.py adds more once peaks are measured)."""
+        return 1 if self.trials_per_gpu == "auto" else self.trials_per_gpu
 
     @field_validator("gpus_per_trial")
     @classmethod
@@ -90,11 +97,24 @@ class Resources(Section):
             raise ValueError("must be a whole number of GPUs (1, 2, ...) or a share below 1 (0.5, 0.25)")
         return value
 
+    @field_validator("trials_per_gpu", mode="before")
+    @classmethod
+    def _count_or_auto(cls, value: Any) -> Any:
+        if value == "auto" or (isinstance(value, int) and value >= 1):  # a bool is an int: true stays 1, as before auto
+            return value
+        if isinstance(value, float) and value.is_integer() and value >= 1:
+            return int(value)
+        hint = "; did you mean 'auto'?" if isinstance(value, str) and difflib.get_close_matches(value.lower(), ["auto"]) else ""
+        raise ValueError(f"must be a whole number of trials >= 1 or auto, got {value!r}{hint}")
+
     @field_validator("trials_per_gpu")
     @classmethod
-    def _one_way_to_share(cls, value: int, info: ValidationInfo) -> int:
-        if value > 1 and 0 < info.data.get("gpus_per_trial", 1) < 1:
+    def _one_way_to_share(cls, value: int | str, info: ValidationInfo) -> int | str:
+        share = info.data.get("gpus_per_trial", 1)
+        if value != 1 and 0 < share < 1:
             raise ValueError("set either trials_per_gpu or gpus_per_trial (a share like 0.5), not both")
+        if value == "auto" and share > 1:
+            raise ValueError(f"auto packs one-GPU trials by memory; it needs gpus_per_trial: 1, got gpus_per_trial={share:g}")
         return value
 
     @field_validator("gpus")
@@ -103,6 +123,15 @@ class Resources(Section):
         if value is not None and (not value or min(value) < 0 or len(set(value)) != len(value)):
             raise ValueError("must be distinct device indices >= 0, e.g. [0, 2, 3]")
         return value
+
+
+class WarmStart(Section):
+    """``warm_start:`` as a mapping: learn from an earlier study (a list is the ``configs`` alone)."""
+
+    study: str | None = Field(None, min_length=1)  # earlier study whose finished trials are imported when this study is created
+    storage: str | None = None  # where it is; default: this spec's storage:, else <output>/<study>/study.db
+    top: int = Field(0, ge=0)  # also re-evaluate its best K configs first (they count toward the budget)
+    configs: list[dict[str, Any]] = []  # configs evaluated first (they count toward the budget)
 
 
 class RaySpec(Section):
@@ -126,7 +155,7 @@ class Spec(Section):
     ray: RaySpec = RaySpec()
     fixed: dict[str, Any] = {}
     space: dict[str, Any] = {}
-    warm_start: list[dict[str, Any]] = []
+    warm_start: WarmStart = WarmStart()  # a list is read as {configs: LIST}
     description: str | None = None
 
     # Filled by load_spec, not by the user.
@@ -154,6 +183,11 @@ class Spec(Section):
     def _shorthand(cls, value: Any) -> Any:
         return {"name": value} if isinstance(value, str) else value
 
+    @field_validator("warm_start", mode="before")
+    @classmethod
+    def _config_list(cls, value: Any) -> Any:
+        return {"configs": value} if isinstance(value, list) else value
+
     @property
     def metrics(self) -> list[str]:
         return [self.metric] if isinstance(self.metric, str) else list(self.metric)
@@ -177,6 +211,20 @@ class Spec(Section):
         if path and not Path(path).is_absolute():
             return f"sqlite:///{os.path.normpath(self.base_dir / path)}"
         return self.storage
+
+    @property
+    def warm_storage_url(self) -> str | None:
+        """Where ``warm_start.study`` is: its ``storage:`` (a relative sqlite path is relative to the
+        spec's folder), else this spec's ``storage:``, else where this spec would keep a study of that
+        name by default (``<output>/<study>/study.db``)."""
+        source = self.warm_start
+        if source.study is None:
+            return None
+        if source.storage is not None:
+            return self.model_copy(update={"storage": source.storage}).storage_url
+        if self.storage is not None:
+            return self.storage_url
+        return f"sqlite:///{Path(os.path.normpath(self.base_dir / self.output)) / source.study / 'study.db'}"
 
     @property
     def base_dir(self) -> Path:
@@ -451,15 +499,26 @@ def check_consistency(spec: Spec, errors: list[str]) -> None:
         )
     if spec.sampler.name != "nsga2" and spec.sampler.population_size is not None:
         errors.append(f"sampler.population_size: only nsga2 takes a population size, not {spec.sampler.name}")
-    for i, config in enumerate(spec.warm_start):
+    if spec.backend == "ray" and spec.resources.trials_per_gpu == "auto":
+        errors.append(
+            "resources.trials_per_gpu: auto packs the optuna backend's slots by measured GPU memory; Ray places trials "
+            "by its own GPU shares: give backend ray a number, or gpus_per_trial: 0.25 (four trials per GPU)"
+        )
+    warm = spec.warm_start
+    where = "warm_start.configs" if warm.study is not None or warm.top else "warm_start"
+    for i, config in enumerate(warm.configs):
         unknown = sorted(set(config) - tree.config_keys() - set(spec.fixed))
         for key in unknown:
-            errors.append(f"warm_start[{i}].{key}: not a parameter of the space{did_you_mean(key, sorted(tree.config_keys()))}")
+            errors.append(f"{where}[{i}].{key}: not a parameter of the space{did_you_mean(key, sorted(tree.config_keys()))}")
         if not unknown:
             try:
                 tree.params_from_config(config)
             except KeyError as exc:
-                errors.append(f"warm_start[{i}]: missing a value for {exc.args[0]!r}")
+                errors.append(f"{where}[{i}]: missing a value for {exc.args[0]!r}")
+    if warm.top and warm.study is None:
+        errors.append(f"warm_start.top: re-evaluates the best {warm.top} trials of an earlier study: name it in warm_start.study")
+    if warm.study is not None and warm.study == spec.study and warm.storage is None:
+        errors.append(f"warm_start.study: {warm.study!r} is this study itself; name an earlier study")
 
 
 def check_objective_entry(spec: Spec, errors: list[str], prepare: bool = False) -> None:

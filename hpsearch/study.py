@@ -7,6 +7,7 @@ import hashlib
 import json
 import sys
 import warnings
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,7 +19,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.errors import UserError
 from hpsearch.registry import PRUNERS, SAMPLERS, sampler_name
-from hpsearch.space import Choice, parse_space
+from hpsearch.space import Choice, Const, Float, Int, Param, parse_space
 from hpsearch.storage import (
     cannot_open,
     count_states,
@@ -52,6 +53,7 @@ class Summary:
     stopped_early: str | None = None  # why the study stopped before its budget, if it did
     last_failure: str | None = None  # the latest failed trial: "trial 7 failed: ... (at f.py:3); traceback in ..."
     contract: bool = False  # stopped because the objective broke its contract (a bug: no retry helps)
+    imported: int = 0  # completed trials imported from warm_start.study (not in ``finished``)
 
 
 def build_sampler(spec: Spec, offset: int = 0) -> optuna.samplers.BaseSampler:
@@ -93,10 +95,15 @@ def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.St
     if old is None:
         label(study, spec)
         study.set_user_attr(DEFINITION, new)
-        for config in spec.warm_start:
+        warm_start(study, spec)
+        for config in spec.warm_start.configs:
             study.enqueue_trial(spec.tree.params_from_config({**spec.fixed, **config}), user_attrs={"warm_start": True})
     elif old.user_attrs.get(DEFINITION) != new:  # created before studies kept one, or the space changed (warned)
         study.set_user_attr(DEFINITION, new)
+    imported = imported_count(study)
+    if imported:  # the median/percentile pruners count completed trials, imported ones too: wait for this study's own
+        startup = spec.pruner.startup_trials + imported
+        study.pruner = build_pruner(spec.model_copy(update={"pruner": spec.pruner.model_copy(update={"startup_trials": startup})}))
     return study
 
 
@@ -107,6 +114,183 @@ def label(study: optuna.Study, spec: Spec) -> None:
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names(spec.metrics)
     study.set_user_attr("objective", spec.objective)
+
+
+# ---------------------------------------------------------------------------- warm start from an earlier study
+
+IMPORTED = "imported"  # study user attribute: what warm_start.study imported at creation ({study, storage, trials, skipped})
+IMPORTED_FROM = "imported_from"  # an imported trial's user attribute: {"study": NAME, "trial": NUMBER}
+_imported: weakref.WeakKeyDictionary[optuna.Study, int] = weakref.WeakKeyDictionary()  # fixed at creation: read once
+_MISSING = object()
+
+
+def source_trials(spec: Spec) -> list[FrozenTrial]:
+    """The completed trials of ``warm_start.study`` (its own, not ones it imported in turn); a
+    one-line UserError, before anything is written, when it cannot be read or measures another metric."""
+    warm, url = spec.warm_start, spec.warm_storage_url
+    if warm.study is None or url is None:
+        return []
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        raise UserError(f"{spec.path}: warm_start.storage: no study database at {path} (has study {warm.study!r} been run?)")
+    try:
+        storage = open_storage(url, read_only=path is not None)
+        names = optuna.get_all_study_names(storage)
+    except UserError as exc:
+        raise UserError(f"{spec.path}: warm_start.storage: {exc}") from None
+    if warm.study not in names:
+        raise UserError(f"{spec.path}: warm_start.study: no study named {warm.study!r} in {redact(url)} (found: {', '.join(names) or 'none'})")
+    source = optuna.load_study(study_name=warm.study, storage=storage)
+    theirs = ([d.name.lower() for d in source.directions], list(source.user_attrs.get("metric_names") or spec.metrics))
+    if theirs != (spec.directions, spec.metrics):
+        raise UserError(
+            f"{spec.path}: warm_start.study: {warm.study!r} measures {theirs[1]} {theirs[0]}, this spec "
+            f"{spec.metrics} {spec.directions}; its values would mislead the sampler"
+        )
+    return [t for t in source.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if IMPORTED_FROM not in t.user_attrs]
+
+
+def check_warm_start(spec: Spec) -> None:
+    """``hpsearch run``/``worker``: a warm_start.study that cannot be read is one line before the study is created."""
+    if spec.warm_start.study is None:
+        return
+    path = sqlite_path(spec.storage_url)
+    if path is not None and path.exists() or path is None:
+        with contextlib.suppress(UserError):  # the study's own storage problems are reported where it is opened
+            names = optuna.get_all_study_names(open_storage(spec.storage_url, read_only=path is not None))
+            if spec.study in names:
+                return  # created already: the import happened then, and its source may be gone by now
+    source_trials(spec)
+
+
+def warm_start(study: optuna.Study, spec: Spec) -> None:
+    """Import the earlier study's completed trials that fit this space; enqueue its best ``top``."""
+    trials = source_trials(spec)
+    if spec.warm_start.study is None:
+        return
+    fitted = [(t, fit(t, spec)) for t in trials]
+    fits = [(t, f) for t, f in fitted if f is not None]
+    source = spec.warm_start.study
+    paths = dict(spec.tree.parameters())
+    study.add_trials([imported_trial(t, params, {p: distribution(paths[p]) for p in params}, source) for t, params in fits])
+    top = sorted(fits, key=lambda tf: (-tf[0].values[0] if spec.directions[0] == "maximize" else tf[0].values[0], tf[0].number))
+    for t, params in top[: spec.warm_start.top]:
+        study.enqueue_trial(params, user_attrs={"warm_start": True, "re_evaluates": {"study": source, "trial": t.number}})
+    dropped = sorted({p for t in trials for p in t.params} - {path for path, _ in spec.tree.parameters()})
+    skipped, top_n = len(trials) - len(fits), min(spec.warm_start.top, len(fits))
+    where = redact(spec.warm_storage_url or "")
+    study.set_user_attr(IMPORTED, {"study": source, "storage": where, "trials": len(fits), "skipped": skipped, "dropped": dropped, "top": top_n})
+    _imported[study] = len(fits)
+    print(import_line(spec, len(fits), skipped, dropped, top_n), flush=True)
+
+
+def import_line(spec: Spec, n: int, skipped: int, dropped: list[str], top: int) -> str:
+    parts = [f"{spec.study}: imported {n} finished trials of study {spec.warm_start.study} (they inform the sampler, not the budget)"]
+    if skipped:
+        parts.append(f"skipped {skipped} with a value outside this space")
+    if dropped:
+        parts.append(f"dropped parameters no longer searched: {', '.join(dropped)}")
+    if top:
+        parts.append(f"re-evaluating its best {top} first")
+    return "; ".join(parts)
+
+
+def fit(trial: FrozenTrial, spec: Spec) -> dict[str, Any] | None:
+    """The trial's parameters in this space (those that left it dropped; new ones absent, so
+    sampled), or None when one of its values lies outside this space."""
+    params: dict[str, Any] = {}
+    fits = True
+
+    def pick(path: str, param: Param) -> Any:
+        nonlocal fits
+        value = trial.params.get(path, _MISSING)
+        if value is _MISSING:
+            return _MISSING  # a new parameter (or under a new option): the sampler fills it
+        if not contains(param, value):
+            fits = False
+            return _MISSING
+        params[path] = value
+        return value
+
+    spec.tree.walk(pick)
+    return params if fits else None
+
+
+def contains(param: Param, value: Any) -> bool:
+    """Whether ``value`` could have been sampled from ``param`` (a step grid included)."""
+    if isinstance(param, Choice):
+        return any(value == o and type(value) is type(o) for o in param.options)
+    if isinstance(param, Const) or isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if not param.low <= value <= param.high:
+        return False
+    if isinstance(param, Int):
+        return float(value).is_integer() and (int(value) - param.low) % param.step == 0
+    steps = (value - param.low) / param.step if param.step else 0.0
+    return abs(steps - round(steps)) < 1e-6
+
+
+def distribution(param: Param) -> optuna.distributions.BaseDistribution:
+    """The Optuna distribution ``space.suggest_one`` samples ``param`` from."""
+    if isinstance(param, Float):
+        return optuna.distributions.FloatDistribution(param.low, param.high, log=param.log, step=param.step)
+    if isinstance(param, Int):
+        return optuna.distributions.IntDistribution(param.low, param.high, log=param.log, step=param.step)
+    if isinstance(param, Choice):
+        return optuna.distributions.CategoricalDistribution(list(param.options))
+    raise TypeError(f"no distribution for {param!r}")
+
+
+def imported_trial(
+    trial: FrozenTrial, params: dict[str, Any], space: dict[str, optuna.distributions.BaseDistribution], source: str
+) -> FrozenTrial:
+    """A COMPLETE trial with the source's values, without its per-epoch values (the pruner judges
+    this study's curves only: the earlier setting's epochs are not these)."""
+    kept = {k: v for k, v in trial.user_attrs.items() if k in ("config", "epochs", "wall_s", "metrics")}
+    return optuna.trial.create_trial(
+        params=params,
+        distributions=space,
+        values=trial.values,
+        user_attrs={**kept, IMPORTED_FROM: {"study": source, "trial": trial.number}, "reason": f"imported from {source} trial {trial.number}"},
+        state=TrialState.COMPLETE,
+    )
+
+
+def imported_count(study: optuna.Study) -> int:
+    """How many of the study's COMPLETE trials were imported (they do not spend the budget)."""
+    if study not in _imported:
+        _imported[study] = int((study.user_attrs.get(IMPORTED) or {}).get("trials", 0))
+    return _imported[study]
+
+
+def own_counts(study: optuna.Study) -> dict[TrialState, int]:
+    """Trials per state, imported ones left out: what the budget and the progress line count."""
+    n = count_states(study)
+    imported = imported_count(study)
+    if imported:
+        n[TrialState.COMPLETE] = n.get(TrialState.COMPLETE, 0) - imported
+    return n
+
+
+def own_best(study: optuna.Study) -> list[FrozenTrial]:
+    """The best trial (or the Pareto-optimal ones) among this study's own trials: an imported
+    trial ran in another setting (fewer epochs, less data), so it informs the sampler but is not a
+    result of this study. Empty before the first own trial completes."""
+    if not imported_count(study):
+        try:
+            return sorted(study.best_trials, key=lambda t: t.number) if len(study.directions) > 1 else [study.best_trial]
+        except ValueError:
+            return []
+    own = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if IMPORTED_FROM not in t.user_attrs]
+    signs = [1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions]
+    scores = [[s * v for s, v in zip(signs, t.values, strict=True)] for t in own]
+    if len(signs) == 1:
+        return [max(own, key=lambda t: (signs[0] * t.values[0], -t.number))] if own else []
+
+    def dominated(a: list[float]) -> bool:
+        return any(all(x >= y for x, y in zip(b, a, strict=True)) and b != a for b in scores)
+
+    return [t for t, score in zip(own, scores, strict=True) if not dominated(score)]
 
 
 # ---------------------------------------------------------------------------- what defines a study
@@ -309,7 +493,7 @@ def budget_spent(progress: Progress, spec: Spec, done: int) -> bool:
 
 def refresh(progress: Progress, study: optuna.Study, spec: Spec, best: bool = True) -> None:
     """The live line's counts and (``best``: when it may have changed) best, from small queries, not a read of every trial."""
-    n = count_states(study)
+    n = own_counts(study)
     c = progress.counts
     c.done = sum(n.get(s, 0) for s in FINISHED)
     c.pruned = n.get(TrialState.PRUNED, 0)
@@ -321,7 +505,7 @@ def refresh(progress: Progress, study: optuna.Study, spec: Spec, best: bool = Tr
 
 
 def finished_count(study: optuna.Study) -> int:
-    n = count_states(study)
+    n = own_counts(study)
     return sum(n.get(s, 0) for s in FINISHED)
 
 
@@ -332,17 +516,16 @@ def trial_value_text(trial: FrozenTrial, spec: Spec) -> str:
 
 
 def best_text(study: optuna.Study, spec: Spec) -> str:
-    try:
-        if len(spec.metrics) > 1:
-            return f"{len(study.best_trials)} Pareto-optimal trials"
-        best = study.best_trial  # one ordered query
-    except ValueError:  # no completed trial yet
+    best = own_best(study)  # one ordered query when nothing was imported
+    if not best:  # no completed trial of its own yet
         return "-"
-    return f"{spec.metrics[0]}={best.value:.4g} (trial {best.number})"
+    if len(spec.metrics) > 1:
+        return f"{len(best)} Pareto-optimal trials"
+    return f"{spec.metrics[0]}={best[0].values[0]:.4g} (trial {best[0].number})"
 
 
 def summary(study: optuna.Study, spec: Spec, ran: int, stopped_early: str | None) -> Summary:
-    n = count_states(study)
+    n = own_counts(study)
     finished = sum(n.get(s, 0) for s in FINISHED)
     last = last_failed(study) if n.get(TrialState.FAIL) else None
     return Summary(
@@ -356,6 +539,7 @@ def summary(study: optuna.Study, spec: Spec, ran: int, stopped_early: str | None
         stopped_early,
         failure_text(last, spec) if last else None,
         bool(stopped_early and last is not None and last.user_attrs.get("contract_error")),
+        imported_count(study),
     )
 
 

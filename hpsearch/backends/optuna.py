@@ -32,6 +32,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpsearch.checkpoints import CHECKPOINT, RESUMED_FROM, clean_up, resume_source, trial_dir
 from hpsearch.devices import THREADS_ENV, cpu_cores, in_process, slots_for, threads_notice
 from hpsearch.liveness import (
     Heartbeat,
@@ -45,7 +46,8 @@ from hpsearch.liveness import (
 )
 from hpsearch.objective import load_objective
 from hpsearch.progress import Progress
-from hpsearch.reporter import PruneHook, Reporter
+from hpsearch.reporter import PruneHook, Reporter, ResumeHook
+from hpsearch.reruns import RERUN_CONFIG, is_reruns, nothing_left
 from hpsearch.slots import (
     STOPPED,
     deadline_from_env,
@@ -54,7 +56,7 @@ from hpsearch.slots import (
     watch_parent,
 )
 from hpsearch.spec import Spec
-from hpsearch.storage import count_states, end_trial, frozen, open_storage
+from hpsearch.storage import end_trial, frozen, open_storage
 from hpsearch.study import (
     CLAIMED,
     ClaimLock,
@@ -63,6 +65,7 @@ from hpsearch.study import (
     contract_broken,
     finished_count,
     open_study,
+    own_counts,
     reason,
     record,
     refresh,
@@ -117,12 +120,15 @@ def machine_salt() -> int:
 # ---------------------------------------------------------------------------- one worker
 
 
-def claim(study: optuna.Study, budget: int, lock: ClaimLock, observer: Observer) -> optuna.Trial | None:
-    """A new RUNNING trial of this worker, or None while running + finished trials cover the budget."""
+def claim(study: optuna.Study, budget: int, lock: ClaimLock, observer: Observer, reruns: bool = False) -> optuna.Trial | None:
+    """A new RUNNING trial of this worker, or None while running + finished trials cover the budget.
+    ``reruns`` (promote, audit: reruns.py): only a queued run, never a new sample."""
     with lock.held():
-        n = count_states(study)
+        n = own_counts(study)  # imported trials (warm_start.study) do not spend the budget
         if n.get(TrialState.RUNNING) and check(study, observer):  # a dead process's trial failed, its config queued: claimed next
-            n = count_states(study)
+            n = own_counts(study)
+        if reruns:
+            return study.ask() if n.get(TrialState.WAITING) else None
         if sum(n.get(s, 0) for s in CLAIMED) >= budget:
             return None
         return study.ask()  # stamped with this process's identity once sampled (trial_function): one commit, not two
@@ -158,6 +164,7 @@ def work(
     if announce_lines and not announce(progress, spec, progress.counts.done):
         return summary(study, spec, 0, None)
     fn = trial_function(spec, objective, progress, steps)
+    reruns = is_reruns(study)  # promote/audit runs: take queued ones, sample nothing
     ran, failures_in_a_row, stopped_early = 0, 0, None
     limit = spec.budget.max_failures
     trial: optuna.Trial | None = None
@@ -165,9 +172,9 @@ def work(
         try:
             while not stop.is_set() and (deadline is None or time.time() < deadline):
                 started = time.perf_counter()
-                trial = claim(study, spec.budget.trials, lock, observer)
+                trial = claim(study, spec.budget.trials, lock, observer, reruns)
                 if trial is None:
-                    if finished_count(study) >= spec.budget.trials:
+                    if nothing_left(study) if reruns else finished_count(study) >= spec.budget.trials:
                         break
                     time.sleep(WAIT_S)
                     continue
@@ -177,6 +184,8 @@ def work(
                 progress.counts.running += 1  # this process's trial; the next refresh reads them all from storage
                 progress.refresh()
                 ended = run_claimed(study, trial, fn, stop, steps)
+                with contextlib.suppress(OSError):  # a checkpoint left behind costs disk, never the study
+                    clean_up(study, spec.study_dir, ended)
                 failures_in_a_row = failures_in_a_row + 1 if ended.state == TrialState.FAIL else 0
                 if announce_lines:
                     with timed(steps, "refresh", ended.number):
@@ -256,12 +265,19 @@ def trial_function(
 
     def fn(trial: optuna.Trial) -> float | list[float]:
         with timed(steps, "suggest", trial.number):
-            config = spec.config_for(spec.tree.suggest(trial))
+            params = spec.tree.suggest(trial)
+            queued = trial.user_attrs.get(RERUN_CONFIG)  # promote/audit: the re-run's whole config, not the spec's fixed values
+            config = spec.config_for(params if queued is None else queued)
             stamp(trial.study, trial, {"config": config})
+        folder = trial_dir(spec.study_dir, trial.number)
+        source = resume_source(trial.study, spec.study_dir, trial)
         reporter = Reporter(
-            trial_dir=spec.study_dir / f"trial-{trial.number}",
+            trial_dir=folder,
             prune_hook=prune_hook(trial, spec, steps),
             on_epoch=lambda epoch, metrics: progress.epoch(trial.number, epoch, config.get("epochs"), metrics),
+            checkpoint_path=folder / CHECKPOINT,
+            resume_from=source[1] if source else None,
+            on_resume=resumed(trial, spec, source[0], progress) if source else None,
         )
         try:
             with timed(steps, "objective", trial.number):
@@ -280,6 +296,20 @@ def trial_function(
         return outcome.values[0] if len(outcome.values) == 1 else outcome.values
 
     return fn
+
+
+def resumed(trial: optuna.Trial, spec: Spec, source: int, progress: Progress) -> ResumeHook:
+    """A retry took over a dead trial's checkpoint: record where from, and its earlier epochs for the pruner."""
+
+    def hook(epoch: int, history: list[dict[str, float]]) -> None:
+        trial.set_user_attr(RESUMED_FROM, {"trial": source, "epoch": epoch})
+        if len(spec.metrics) == 1:
+            for row in history:
+                if spec.metrics[0] in row:
+                    trial.report(row[spec.metrics[0]], step=int(row["epoch"]))
+        progress.print(f"trial {trial.number} resumes trial {source} from its epoch {epoch} checkpoint")
+
+    return hook
 
 
 def prune_hook(trial: optuna.Trial, spec: Spec, steps: StepHook | None = None) -> PruneHook | None:
