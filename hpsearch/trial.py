@@ -73,6 +73,10 @@ def run_trial(objective: Objective, config: dict[str, Any], reporter: Reporter, 
     KeyboardInterrupt is recorded as "interrupted" and re-raised so the study stops.
     """
     start = time.perf_counter()
+    from hpsearch.distributed import launcher, world_size
+
+    if world_size(config) > 1:  # config processes: N runs the objective as N torch.distributed ranks
+        objective = launcher(objective, world_size(config))
     on_epoch = reporter.on_epoch
     reporter.on_epoch = _first_report_checked(reporter, metric_names, on_epoch)
     try:

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from hpsearch.train.distributed import all_finite, is_sharded, no_sync, sum_across
+
 AMP_MODES = ("auto", "bf16", "fp16", "off")
 
 
@@ -66,10 +68,11 @@ def train_epoch(
     device = next(model.parameters()).device
     loss_sum, samples, steps = torch.zeros((), device=device), 0, 0
     for i, (x, y) in enumerate(loader):
-        with autocast(device, dtype):
-            loss = F.cross_entropy(model(x), y, label_smoothing=label_smoothing)
-        scaled = loss / accum_steps
-        (scaler.scale(scaled) if scaler else scaled).backward()
+        with no_sync(model, skip=(i + 1) % accum_steps != 0):  # DDP: all-reduce gradients once per optimizer step
+            with autocast(device, dtype):
+                loss = F.cross_entropy(model(x), y, label_smoothing=label_smoothing)
+            scaled = loss / accum_steps
+            (scaler.scale(scaled) if scaler else scaled).backward()
         loss_sum += loss.detach().float() * len(y)
         samples += len(y)
         if (i + 1) % accum_steps:
@@ -78,8 +81,11 @@ def train_epoch(
         if scheduler is not None:
             scheduler.step()
         steps += 1
-        if check_every and steps % check_every == 0 and not torch.isfinite(loss_sum):
-            break
+        if check_every and steps % check_every == 0 and not all_finite(loss_sum):
+            break  # on every rank at once (all_finite is a collective under torch.distributed)
+    if is_sharded(loader):  # data parallel: the epoch's loss and samples over all ranks
+        totals = sum_across(torch.stack([loss_sum.float(), torch.tensor(float(samples), device=device)]))
+        loss_sum, samples = totals[0], int(totals[1].item())
     return EpochResult(loss_sum, samples, steps)
 
 
@@ -110,5 +116,7 @@ def evaluate(
         totals[0] += F.cross_entropy(logits.float(), y, reduction="sum")
         totals[1] += (logits.argmax(1) == y).sum()
         totals[2] += len(y)
+    if is_sharded(loader):  # each rank saw its slice of every batch
+        totals = sum_across(totals)
     loss, correct, n = totals.tolist()
     return loss / max(1.0, n), correct / max(1.0, n)
