@@ -27,6 +27,8 @@ TAGS = {
 
 PruneHook = Callable[[int, dict[str, float]], bool]
 EpochHook = Callable[[int, dict[str, float]], None]
+ResumeHook = Callable[[int, list[dict[str, float]]], None]  # (last epoch in the checkpoint, its per-epoch history)
+META = "hpsearch"  # a checkpoint file is {META: {"epoch", "history"}, "state": the objective's state}
 
 
 class Pruned(Exception):
@@ -58,11 +60,20 @@ class Reporter:
         prune_hook: PruneHook | None = None,
         on_epoch: EpochHook | None = None,
         checkpoint_path: Path | None = None,
+        resume_from: Path | None = None,
+        on_resume: ResumeHook | None = None,
     ):
+        """``checkpoint_path``: where save_checkpoint writes and load_checkpoint reads first.
+        ``resume_from``: another trial's checkpoint (a dead trial's) to start from when there is
+        none of our own; its per-epoch history becomes this trial's (TensorBoard too), and
+        ``on_resume`` is told, so the backend can record the earlier epochs for its pruner."""
         self.trial_dir = trial_dir
         self.prune_hook = prune_hook
         self.on_epoch = on_epoch
         self.checkpoint_path = checkpoint_path
+        self.resume_from = resume_from
+        self.on_resume = on_resume
+        self.resumed_epoch: int | None = None  # set once a resume_from checkpoint was loaded
         self.history: list[dict[str, float]] = []
         self._writer: Any = None
 
@@ -80,6 +91,8 @@ class Reporter:
 
     def report(self, epoch: int, metrics: dict[str, float]) -> None:
         metrics = {k: float(v) for k, v in metrics.items()}
+        if self.history and self.history[-1]["epoch"] >= epoch:  # an epoch again after a resume: the new one counts
+            self.history = [h for h in self.history if h["epoch"] < epoch]
         self.history.append({"epoch": epoch, **metrics})
         if self.writer is not None:
             for name, value in metrics.items():
@@ -94,21 +107,45 @@ class Reporter:
             raise Pruned(epoch)
 
     def load_checkpoint(self) -> dict[str, Any] | None:
-        if self.checkpoint_path is None or not self.checkpoint_path.exists():
+        """Our own checkpoint (a restart of this run), else ``resume_from`` (a dead trial's), else None."""
+        own = self.checkpoint_path is not None and self.checkpoint_path.exists()
+        path = self.checkpoint_path if own else self.resume_from
+        if path is None or not path.exists():
             return None
         import torch
 
-        state: dict[str, Any] = torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
-        return state
+        loaded: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=False)
+        if META not in loaded or "state" not in loaded:
+            return loaded  # written by an older hpsearch: the objective's state alone
+        meta, state = loaded[META], loaded["state"]
+        if not own:
+            self._continue(int(meta["epoch"]), [h for h in meta["history"] if h["epoch"] <= meta["epoch"]])
+        elif not self.history:
+            self.history = list(meta["history"])
+        return dict(state)
+
+    def _continue(self, epoch: int, history: list[dict[str, float]]) -> None:
+        """Take over a dead trial's epochs: its history, its TensorBoard curve (no step twice), the backend's record."""
+        self.history, self.resumed_epoch = list(history), epoch
+        if self.writer is not None:
+            for row in history:
+                for name, value in row.items():
+                    if name != "epoch":
+                        self.writer.add_scalar(tag_for(name), value, int(row["epoch"]))
+            self.writer.flush()
+        if self.on_resume is not None:
+            self.on_resume(epoch, self.history)
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
+        """Keep the objective's state with the epochs reported so far, in one file written atomically."""
         if self.checkpoint_path is None:
             return
         import torch
 
+        self.checkpoint_path.parent.mkdir(parents=True, exist_ok=True)
         # Write then rename: a kill mid-write leaves the previous checkpoint intact.
         tmp = self.checkpoint_path.with_suffix(".tmp")
-        torch.save(state, tmp)
+        torch.save({META: {"epoch": self.epochs, "history": self.history}, "state": state}, tmp)
         tmp.replace(self.checkpoint_path)
 
     def close(self, hparams: dict[str, Any] | None = None, final: dict[str, float] | None = None) -> None:

@@ -1,0 +1,67 @@
+"""A killed trial continues from its checkpoint: kill -9 mid-trial, run again, the retry takes the
+dead trial's epochs over (history, TensorBoard, pruner steps) and trains only what was missing."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import pytest
+from optuna.trial import TrialState
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tests.conftest import ROOT, cli
+from tests.test_reliability import FAST_HEARTBEAT, by_state, start_run, trials_of, wait_for
+
+RESUMABLE = ROOT / "tests" / "fixtures" / "resumable.py"
+EPOCHS, HANG_AT = 5, 3  # killed after training epoch 3, before its checkpoint: the checkpoint holds epoch 2
+
+BUILTIN = """
+    study: resume
+    objective: "{fixture}:builtin"
+    output: {out}
+    budget: {{trials: 3}}
+    sampler: {{name: random, seed: 0}}
+    pruner: median
+    fixed: {{dataset: digits, model: mlp, mlp_hidden: [32], epochs: %d, batch_size: 64, threads: 1,
+            count: {out}/epochs.log, marker: {out}/hang, hang_at: %d}}
+    space:
+      lr: {{float: [0.01, 0.1], log: true}}
+    """ % (EPOCHS, HANG_AT)
+USER = BUILTIN.replace(":builtin", ":user").replace("dataset: digits, model: mlp, mlp_hidden: [32], ", "").replace(
+    "batch_size: 64, threads: 1,", ""
+)
+
+
+@pytest.mark.parametrize("objective", ["builtin", "user"])
+def test_a_trial_killed_mid_way_resumes_from_its_checkpoint_and_trains_at_most_one_epoch_again(objective, write_spec, tmp_path):
+    text = (BUILTIN if objective == "builtin" else USER).replace("{fixture}", str(RESUMABLE))
+    spec = write_spec(text)
+    runs = tmp_path / "runs"
+    proc = start_run(spec)
+    wait_for(lambda: (runs / "hang").exists() and (runs / "hang").read_text(), 120, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    (killed,) = by_state(trials_of(tmp_path, "resume"), TrialState.RUNNING)
+    assert sorted(killed.intermediate_values) == [1, 2, 3]
+
+    again = cli("run", str(spec), env=FAST_HEARTBEAT)
+    assert again.returncode == 0, again.stderr
+    trials = trials_of(tmp_path, "resume")
+    (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == killed.number]
+    assert f"trial {retry.number} resumes trial {killed.number} from its epoch 2 checkpoint" in again.stdout
+    assert retry.state == TrialState.COMPLETE and retry.params == killed.params
+    assert retry.user_attrs["resumed_from"] == {"trial": killed.number, "epoch": 2}
+    # One curve, epochs 1..n, no step twice: the history, the pruner's steps and TensorBoard.
+    assert [int(h["epoch"]) for h in retry.user_attrs["history"]] == list(range(1, EPOCHS + 1))
+    assert sorted(retry.intermediate_values) == list(range(1, EPOCHS + 1))
+    assert [h["val_acc"] for h in retry.user_attrs["history"][:2]] == [killed.intermediate_values[1], killed.intermediate_values[2]]
+    events = EventAccumulator(str(runs / "resume" / f"trial-{retry.number}")).Reload()
+    assert [e.step for e in events.Scalars("val/acc")] == list(range(1, EPOCHS + 1))
+    # The epoch arithmetic: the killed config trained epochs 1-3, then 3-5 again: n + 1 epochs, not n + k.
+    trained = [line.split() for line in (runs / "epochs.log").read_text().splitlines()]
+    assert [int(e) for lr, e in trained if float(lr) == killed.params["lr"]] == [1, 2, 3, 3, 4, 5]
+    assert len(by_state(trials, TrialState.COMPLETE, TrialState.PRUNED)) == 3
+    # Only the best trial keeps its checkpoint.
+    best = max(by_state(trials, TrialState.COMPLETE), key=lambda t: t.value)
+    assert sorted(p.parent.name for p in (runs / "resume").glob("trial-*/checkpoint.pt")) == [f"trial-{best.number}"]
