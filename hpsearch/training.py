@@ -9,7 +9,8 @@ killed run started again continues from its last checkpoint. The run dir holds:
     history.jsonl   one line of metrics per epoch, across restarts
     checkpoint.pt   the objective's resume state, written each epoch
     metrics.json    the final metrics (written once the run completes)
-    model.pt        the weights, when the config says save_model: true
+    model.pt        the weights, when the config says save_model: true (early_stopping: the best epoch's)
+    model_last.pt   early_stopping with save_model: the last epoch's weights
     events.out.*    TensorBoard scalars and the HParams view
 """
 
@@ -29,7 +30,7 @@ from hpsearch.results import apply_config_overrides, check_config
 from hpsearch.text import fmt
 
 REQUIRED = ("objective", "config", "metric")
-RUN_FILES = ("checkpoint.pt", "checkpoint.tmp", "history.jsonl", "metrics.json", "model.pt", "config.yaml")
+RUN_FILES = ("checkpoint.pt", "checkpoint.tmp", "history.jsonl", "metrics.json", "model.pt", "model_last.pt", "config.yaml")
 
 
 @dataclass

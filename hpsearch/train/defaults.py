@@ -63,8 +63,11 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "device": "auto",
     "threads": None,
+    "processes": 1,  # data-parallel ranks under torch.distributed (hpsearch/distributed.py starts them)
     "evaluate_test": False,
     "save_model": False,
+    "checkpoint_every": 1,  # epochs between checkpoints through reporter.save_checkpoint; 0 = off
+    "early_stopping": None,  # {patience, min_delta, monitor}; None = off
 }
 
 

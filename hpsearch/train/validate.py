@@ -11,6 +11,7 @@ import torch
 
 from hpsearch.train.data import dataset_problems
 from hpsearch.train.defaults import DEFAULTS as DEFAULTS  # the objective's defaults; validate.DEFAULTS is the public name
+from hpsearch.train.early_stopping import early_stopping_problems
 from hpsearch.train.loop import AMP_MODES
 from hpsearch.train.models import model_problems
 from hpsearch.train.names import hint, unknown_name
@@ -24,6 +25,7 @@ _RANGES: dict[str, tuple[bool, float | None, float | None, bool, bool]] = {
     "epochs": (True, 1, None, True, True),
     "eval_batch_size": (True, 1, None, True, True),
     "threads": (True, 1, None, True, True),
+    "processes": (True, 1, None, True, True),
     "width": (True, 1, None, True, True),
     "image_size": (True, 1, None, True, True),
     "synthetic_classes": (True, 2, None, True, True),
@@ -32,6 +34,7 @@ _RANGES: dict[str, tuple[bool, float | None, float | None, bool, bool]] = {
     "aug_cutout": (True, 0, None, True, True),
     "num_workers": (True, 0, None, True, True),
     "seed": (True, 0, None, True, True),
+    "checkpoint_every": (True, 0, None, True, True),  # epochs; 0 = off
     "split_seed": (True, 0, None, True, True),
     "train_subset": (True, 1, None, True, True),  # images; None = all
     "val_subset": (True, 1, None, True, True),
@@ -71,7 +74,7 @@ def validate(config: dict[str, Any]) -> list[str]:
     problems += _name_problems(cfg)
     problems += [p for key, spec in _RANGES.items() if (p := _range_problem(key, cfg[key], *spec))]
     problems += [f"{k} must be true or false, got {cfg[k]!r}" for k in _BOOLS if cfg[k] not in (None, True, False)]
-    problems += _list_problems(cfg) + _combination_problems(config, cfg)
+    problems += _list_problems(cfg) + _combination_problems(config, cfg) + early_stopping_problems(cfg["early_stopping"])
     if not isinstance(cfg["data_root"], str):
         return problems + [f"data_root must be a folder path, got {cfg['data_root']!r}"]
     return problems + dataset_problems(cfg)  # unknown name, or the files it looked for
