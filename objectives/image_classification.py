@@ -62,9 +62,18 @@ Standalone: `python -m objectives.image_classification dataset=digits model=resn
 | label_smoothing     | 0.0       | training loss only; val/test loss is plain cross-entropy              |
 | seed                | 0         | seeds torch, numpy, random: init, data order, augmentation            |
 | device              | auto      | auto (cuda if available), cpu, cuda, cuda:N                           |
-| threads             | none      | torch.set_num_threads                                                 |
+| threads             | none      | torch.set_num_threads (per process)                                   |
+| processes           | 1         | data-parallel ranks (DDP; gloo on CPU, one GPU each with NCCL); each   |
+|                     |           | trains on batch_size samples of a global batch of batch_size*processes |
 | evaluate_test       | false     | report test_acc/test_loss on the dataset's test split at the end      |
 | save_model          | false     | write the final state_dict to reporter.trial_dir/model.pt             |
+|                     |           | (with early_stopping: the best epoch's; the last one in model_last.pt) |
+| checkpoint_every    | 1         | save a resume checkpoint through reporter.save_checkpoint every k     |
+|                     |           | epochs and at the last epoch run (the final or early-stopped one); 0 = off |
+| early_stopping      | null      | {patience: P, min_delta: D, monitor: val_acc}: stop after P epochs    |
+|                     |           | without a gain > D in monitor (val_acc, higher is better, or val_loss, |
+|                     |           | lower); final metrics, test and model.pt from the best epoch; adds    |
+|                     |           | best_epoch and stopped_epoch to the metrics; null = off               |
 """
 
 from __future__ import annotations
@@ -74,12 +83,15 @@ import random
 import resource
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from hpsearch.train.data import build_data, prepare_dataset
+from hpsearch.train.data import Data, build_data, prepare_dataset
+from hpsearch.train.distributed import local_device, rank_world, shard, wrap
+from hpsearch.train.early_stopping import EarlyStopping
 from hpsearch.train.loop import amp_dtype, evaluate, grad_scaler, train_epoch
 from hpsearch.train.models import build_model, is_convnet
 from hpsearch.train.optim import build_optimizer
@@ -90,37 +102,30 @@ from hpsearch.train.validate import DEFAULTS, validate
 def train(config: dict, reporter) -> dict[str, float]:
     """Train, calling reporter.report(epoch, metrics) after every epoch (1-based).
 
-    Resumes from reporter.load_checkpoint() and saves one checkpoint per epoch when the
-    reporter has those methods. A non-finite epoch train loss is reported (val metrics NaN),
+    Resumes from reporter.load_checkpoint() and saves a checkpoint every checkpoint_every
+    epochs (and at the last epoch run) when the reporter has those methods. With
+    early_stopping the metrics, test scores and model.pt are the best epoch's. A non-finite epoch train loss is reported (val metrics NaN),
     then raises FloatingPointError unless report() raised first.
     """
-    problems = validate(config)
-    if problems:
-        raise ValueError("invalid config:\n  " + "\n  ".join(problems))
-    cfg = {**DEFAULTS, **config}
-    device = _setup(cfg)
-    data = build_data(cfg, device)
-    raw = build_model(cfg["model"], data.num_classes, data.image_shape, cfg).to(device)
-    # auto: NHWC suits cuDNN tensor cores and oneDNN's CPU convolutions (resnet8 on CPU, see BENCHMARKS.md)
-    if cfg["channels_last"] is True or (cfg["channels_last"] == "auto" and device.type in ("cuda", "cpu") and is_convnet(raw)):
-        raw = raw.to(memory_format=torch.channels_last)
-        data.transform.channels_last = True
-    model = torch.compile(raw) if cfg["compile"] else raw  # `raw` shares the weights; save it
-    optimizer = build_optimizer(raw, cfg, device)
-    steps_per_epoch = len(data.train) // cfg["accum_steps"]
-    scheduler = build_scheduler(optimizer, cfg, steps_per_epoch * cfg["epochs"], steps_per_epoch)
-    dtype = amp_dtype(cfg["amp"], device)
-    scaler = grad_scaler(device, dtype)
+    run = build(config)
+    cfg, device, data, raw, model = run.cfg, run.device, run.data, run.raw, run.model
+    optimizer, scheduler, dtype, scaler = run.optimizer, run.scheduler, run.dtype, run.scaler
 
     first, best, last = 1, 0.0, {}
+    stopper = EarlyStopping.from_config(cfg["early_stopping"])
     state = getattr(reporter, "load_checkpoint", lambda: None)()
     if state is not None:
         _restore(state, raw, optimizer, scheduler, scaler)
         first, best, last = state["epoch"] + 1, state["best_val_acc"], state.get("metrics", {})
+        if stopper is not None and state.get("early_stopping"):
+            stopper.load_state_dict(state["early_stopping"])
     save_checkpoint = getattr(reporter, "save_checkpoint", lambda state: None)
+    every = cfg["checkpoint_every"]
 
     speeds = []
     for epoch in range(first, cfg["epochs"] + 1):
+        if stopper is not None and stopper.stopped:
+            break  # a resumed run whose checkpoint already decided to stop
         t0 = time.perf_counter()
         result = train_epoch(
             model,
@@ -151,27 +156,83 @@ def train(config: dict, reporter) -> dict[str, float]:
             raise FloatingPointError(f"loss diverged at epoch {epoch}")
         best = max(best, val_acc)
         speeds.append(last["samples_per_s"])
-        save_checkpoint(_checkpoint(epoch, raw, optimizer, scheduler, scaler, best, last))
+        stop = stopper is not None and stopper.update(epoch, last, raw)
+        # every k-th epoch, and always the last one run: a finished run's checkpoint is its final state
+        if every and (epoch % every == 0 or epoch == cfg["epochs"] or stop):
+            ckpt = _checkpoint(epoch, raw, optimizer, scheduler, scaler, best, last)
+            save_checkpoint(ckpt | ({"early_stopping": stopper.state_dict()} if stopper else {}))
+        if stop:
+            break
 
+    final = last
+    trial_dir = getattr(reporter, "trial_dir", None)
+    if stopper is not None and stopper.best_model is not None:
+        if cfg["save_model"] and trial_dir is not None:
+            torch.save(raw.state_dict(), Path(trial_dir) / "model_last.pt")
+        raw.load_state_dict(stopper.best_model)  # the final metrics, test and model.pt come from the best epoch
+        final = stopper.best_metrics
     out = {
-        "val_acc": last["val_acc"],
+        "val_acc": final["val_acc"],
         "best_val_acc": best,
-        "val_loss": last["val_loss"],
-        "train_loss": last["train_loss"],
+        "val_loss": final["val_loss"],
+        "train_loss": final["train_loss"],
         "samples_per_s": float(np.mean(speeds or [last["samples_per_s"]])),
         "epochs": float(cfg["epochs"]),
         "peak_mem_mb": _peak_mem_mb(device),
     }
+    if stopper is not None:
+        out["best_epoch"] = float(stopper.best_epoch)
+        out["stopped_epoch"] = float(stopper.last_epoch)
     if cfg["evaluate_test"] and data.test is not None:
         out["test_loss"], out["test_acc"] = evaluate(model, data.test, dtype)
-    trial_dir = getattr(reporter, "trial_dir", None)
     if cfg["save_model"] and trial_dir is not None:
         torch.save(raw.state_dict(), Path(trial_dir) / "model.pt")
     return out
 
 
+@dataclass
+class Run:
+    """Everything one training run needs, built from a validated config (also used by ``hpsearch profile``)."""
+
+    cfg: dict
+    device: torch.device
+    data: Data
+    raw: torch.nn.Module  # the weights; `model` may be its torch.compile wrapper
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    dtype: torch.dtype | None
+    scaler: torch.amp.GradScaler | None
+
+
+def build(config: dict) -> Run:
+    """Seed, load the data, build model, optimizer, schedule and AMP parts; ValueError lists every config problem."""
+    problems = validate(config)
+    if problems:
+        raise ValueError("invalid config:\n  " + "\n  ".join(problems))
+    cfg = {**DEFAULTS, **config}
+    device = local_device(_setup(cfg))  # processes > 1 on CUDA: this rank's GPU
+    _, world = rank_world()
+    # data parallel: each rank reads global batches of batch_size*world and trains on its slice of each
+    data = build_data({**cfg, "batch_size": cfg["batch_size"] * world}, device)
+    data.train, data.val, data.test = shard(data.train), shard(data.val), shard(data.test) if data.test is not None else None
+    raw = build_model(cfg["model"], data.num_classes, data.image_shape, cfg).to(device)
+    # auto: NHWC suits cuDNN tensor cores and oneDNN's CPU convolutions (resnet8 on CPU, see BENCHMARKS.md)
+    if cfg["channels_last"] is True or (cfg["channels_last"] == "auto" and device.type in ("cuda", "cpu") and is_convnet(raw)):
+        raw = raw.to(memory_format=torch.channels_last)
+        data.transform.channels_last = True
+    model = wrap(raw, device)  # DistributedDataParallel under processes > 1
+    model = torch.compile(model) if cfg["compile"] else model  # `raw` shares the weights; save it
+    optimizer = build_optimizer(raw, cfg, device)
+    steps_per_epoch = len(data.train) // cfg["accum_steps"]
+    scheduler = build_scheduler(optimizer, cfg, steps_per_epoch * cfg["epochs"], steps_per_epoch)
+    dtype = amp_dtype(cfg["amp"], device)
+    return Run(cfg, device, data, raw, model, optimizer, scheduler, dtype, grad_scaler(device, dtype))
+
+
 train.validate = validate
 train.prepare = prepare_dataset  # download: true fetches the data once, before a study starts
+train.build = build  # hpsearch profile times steps of the run this objective would train
 
 
 def _setup(cfg: dict) -> torch.device:
