@@ -222,6 +222,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     from hpsearch import results, training
 
     doc = training.load_run_config(args.config, args.overrides)
+    training.set_processes(doc, args.config, args.processes, args.devices)
     run_dir = Path(args.out) if args.out else results.default_run_dir(doc)
     try:
         result = training.train(doc, run_dir, fresh=args.fresh, quiet=args.quiet)
@@ -245,12 +246,26 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
     args.overrides, config_sets = results.split_overrides(args.overrides)
     spec = load(args)
-    done = results.promote(spec, args.top, args.seeds, args.seed_base, config_sets, Path(args.out) if args.out else None, quiet=args.quiet)
+    out = Path(args.out) if args.out else None
+    done = results.promote(spec, args.top, args.seeds, args.seed_base, config_sets, out, quiet=args.quiet, queue_only=args.queue_only)
+    if done is None:
+        print("queued; once workers have run them, run this command again (without --queue-only) to collect and export")
+        return 0
     header, rows = results.promote_table(done.candidates, done.metric, done.winner)
     results.print_table(header, rows, title=f"{spec.study}: {len(done.candidates)} configs x {args.seeds} seeds (* = promoted)")
     w = done.winner
     print(f"promoted trial {w.trial.number}: {done.metric} {fmt(w.mean)} ± {fmt(w.std)} over {len(w.values)} seeds -> {done.out}")
     print(f"train it: hpsearch train {done.out}")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from hpsearch import audit
+
+    spec = load(args)
+    doc = audit.audit(spec, args.pruned, args.seeds, quiet=args.quiet, queue_only=args.queue_only)
+    if doc is not None:
+        audit.print_result(doc)
     return 0
 
 
@@ -308,6 +323,13 @@ def add_scale_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=gpu_list, help="device indices for the slots, e.g. 0,2,3 (default: all visible)")
 
 
+def add_rerun_args(p: argparse.ArgumentParser) -> None:
+    """promote and audit: fixed-config re-runs through the engine's slots (reruns.py)."""
+    add_scale_args(p)
+    p.add_argument("--queue-only", action="store_true", help="queue the re-runs for `hpsearch worker` processes and exit")
+    p.add_argument("--quiet", action="store_true", help="no per-epoch lines")
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     spec = load(args)
     if spec.backend != "optuna":  # before the objective's prepare hook (a download) or any write
@@ -320,7 +342,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     check_warm_start(spec)
     resume_anyway(spec, args)
     from hpsearch.backends.optuna import machine_salt, run
+    from hpsearch.reruns import joined
 
+    spec = joined(spec)  # --study NAME-promote / NAME-audit: that study's queued runs, pruner off
     summary = run(spec, quiet=args.quiet, seed_salt=machine_salt())
     print(
         f"{summary.study}: {summary.finished} finished ({summary.pruned} pruned), {summary.failed} failed; "
@@ -381,13 +405,14 @@ def build_parser() -> argparse.ArgumentParser:
             "Smith's lr range test, per optimizer option of the space, the other parameters at their middle (log-middle of a "
             "log range, middle of a linear one, median of numeric choices, first of other choices). The lr rises exponentially "
             "from the option's low/10 to its high*10; the test stops when the smoothed loss exceeds 4x its minimum. Suggested: "
-            "high = lr at the min smoothed loss / 10, low = high / 30. Cost: per option at most --steps training steps "
-            "(default one epoch of the training split, at least 100 steps) and no validation pass: about one epoch of one "
-            "trial per option. Built-in objective only."
+            "high = 3x the lr at the min smoothed loss (at most half the lr where it diverged), low = high / 30. "
+            "Cost: per option at most --steps training steps and no validation pass; by default one epoch of the training "
+            "split (a tiny dataset's epoch is repeated up to 100 steps, never past one trial's steps): about 1/E of an "
+            "E-epoch trial per option. Built-in objective only."
         ),
     )
     add_spec_args(p)
-    p.add_argument("--steps", type=positive_int, help="optimizer steps per option (default: one epoch of the training split, at least 100)")
+    p.add_argument("--steps", type=positive_int, help="optimizer steps per option (default: one epoch of the training split; see the cost above)")
     p.add_argument("--apply", metavar="OUT.yaml", help="write a new spec with the suggested lr ranges (never the input file)")
     p.add_argument("--out", help="folder for the PNGs (default: <output>/<study>/lr-find)")
     p.set_defaults(func=cmd_lr_find)
@@ -428,6 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--fresh", action="store_true", help="discard the run folder's checkpoint and results and start over")
     p.add_argument("--quiet", action="store_true", help="no per-epoch lines")
+    ranks = p.add_mutually_exclusive_group()
+    ranks.add_argument("--processes", type=positive_int, help="data-parallel CPU processes (gloo); sets config processes: N")
+    ranks.add_argument("--devices", type=positive_int, help="data-parallel CUDA GPUs, one process each (NCCL)")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("promote", help="re-run the top configs with several seeds; export the best mean")
@@ -436,9 +464,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=positive_int, default=3, help="seeds per config (default 3)")
     p.add_argument("--seed-base", type=int, default=0, help="the seeds are BASE, BASE+1, ... (config key 'seed')")
     p.add_argument("-o", "--out", help="file to export the winner to (default: <output>/<study>/promoted.yaml)")
-    p.add_argument("--quiet", action="store_true", help="no per-epoch lines")
+    add_rerun_args(p)
     p.epilog = "--set KEY=VALUE with a key that is not a spec key overrides every re-run's config, e.g. --set epochs=50"
     p.set_defaults(func=cmd_promote)
+
+    p = sub.add_parser("audit", help="did pruning kill a winner? re-run the best-ranked pruned trials to the end")
+    add_spec_args(p)
+    p.add_argument("--pruned", type=positive_int, default=5, help="pruned trials to re-run: those ranked best when pruned (default 5)")
+    p.add_argument("--seeds", type=positive_int, default=1, help="runs per pruned trial: its own config, then seed+1, ... (default 1)")
+    add_rerun_args(p)
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("report", help="plots (HTML and PNG) and an index page for a study")
     add_spec_args(p)
@@ -492,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.error("the following arguments are required: command")
     func: Callable[[argparse.Namespace], int] = args.func
-    studies = args.command in ("run", "worker")
+    studies = args.command in ("run", "worker", "promote", "audit")
     terminated: list[int] = []
     try:
         with _terminate_as_interrupt(terminated) if studies else contextlib.nullcontext():

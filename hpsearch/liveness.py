@@ -56,6 +56,7 @@ def intervals() -> tuple[float, float]:
 
 
 MAX_RETRY = 3  # a config whose process died is queued again at most this often
+RERUN_KEYS = ("source_study", "source_trial", "seed", "rerun_config")  # a promote/audit re-run (reruns.py) stays that run
 BEAT = "hpsearch:beat"  # system attribute: how many times the trial's process has beaten
 PROCESS = "hpsearch:process"  # system attribute: the identity below
 WORKER = "worker"  # user attribute "host:pid", shown in tables and the dashboard
@@ -206,7 +207,7 @@ def retry(study: optuna.Study, trial: FrozenTrial) -> bool:
     retries = int(trial.system_attrs.get("hpsearch:retries", 0))
     if retries >= MAX_RETRY:
         return False
-    kept = {k: v for k, v in trial.user_attrs.items() if k in ("config", "warm_start")}
+    kept = {k: v for k, v in trial.user_attrs.items() if k in ("config", "warm_start", *RERUN_KEYS)}
     study.add_trial(
         optuna.trial.create_trial(
             state=TrialState.WAITING,
