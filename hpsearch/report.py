@@ -802,11 +802,14 @@ def write_report(study: optuna.Study, out_dir: str | Path) -> list[Path]:
     importances = out / "importances.json"
     _write_importances(ctx, importances)
     index = out / "index.html"
-    index.write_text(_index_html(ctx, drawn, skipped), encoding="utf-8")
+    from hpsearch.audit import report_section
+
+    audit = report_section(study, out)  # `hpsearch audit`'s latest result, from "<study>-audit" in the same storage
+    index.write_text(_index_html(ctx, drawn, skipped, audit), encoding="utf-8")
     files = [f for d in drawn for f in (d.html, d.png)]
     if drawn:
         files.append(out / "plotly.min.js")  # shared by every HTML plot, written by plotly
-    return files + [importances, index]
+    return files + [p for p in (out / "audit.png",) if "audit.png" in audit] + [importances, index]
 
 
 def _context(study: optuna.Study) -> _Context:
@@ -920,7 +923,7 @@ th { background: #f3f3f3; }
 """
 
 
-def _index_html(ctx: _Context, drawn: list[_Drawn], skipped: list[tuple[str, str]]) -> str:
+def _index_html(ctx: _Context, drawn: list[_Drawn], skipped: list[tuple[str, str]], audit: str = "") -> str:
     name = html.escape(ctx.study.study_name)
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{name}</title>",
@@ -936,6 +939,7 @@ def _index_html(ctx: _Context, drawn: list[_Drawn], skipped: list[tuple[str, str
     else:
         parts.append(_best_section(ctx))
     parts.append(_top_trials_table(ctx))
+    parts.append(audit)
     parts.append(_importances_section(ctx))
     parts.append(_plots_section(drawn, skipped))
     parts.append("</body></html>\n")
