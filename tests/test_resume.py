@@ -3,6 +3,7 @@ dead trial's epochs over (history, TensorBoard, pruner steps) and trains only wh
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -33,23 +34,32 @@ USER = BUILTIN.replace(":builtin", ":user").replace("dataset: digits, model: mlp
 )
 
 
-@pytest.mark.parametrize("objective", ["builtin", "user"])
+@pytest.mark.parametrize("objective", ["builtin", "user", "user-in-a-slot"])
 def test_a_trial_killed_mid_way_resumes_from_its_checkpoint_and_trains_at_most_one_epoch_again(objective, write_spec, tmp_path):
     text = (BUILTIN if objective == "builtin" else USER).replace("{fixture}", str(RESUMABLE))
-    spec = write_spec(text)
+    slots = objective == "user-in-a-slot"
+    spec = write_spec(text + ("resources: {{workers: 2}}\n" if slots else ""))
     runs = tmp_path / "runs"
     proc = start_run(spec)
-    wait_for(lambda: (runs / "hang").exists() and (runs / "hang").read_text(), 120, proc)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    (killed,) = by_state(trials_of(tmp_path, "resume"), TrialState.RUNNING)
+    pid = int(wait_for(lambda: (runs / "hang").exists() and (runs / "hang").read_text(), 120, proc))
+    if slots:  # one slot process dies; the run replaces it and the retry resumes within the same run
+        os.kill(pid, signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        trials = trials_of(tmp_path, "resume")
+        (killed,) = [t for t in trials if t.user_attrs.get("worker", "").endswith(f":{pid}")]
+        assert killed.state == TrialState.FAIL and "killed by SIGKILL" in killed.user_attrs["reason"]
+    else:  # the run itself dies; running it again resumes
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        (killed,) = by_state(trials_of(tmp_path, "resume"), TrialState.RUNNING)
+        again = cli("run", str(spec), env=FAST_HEARTBEAT)
+        assert again.returncode == 0, again.stderr
+        out = again.stdout
     assert sorted(killed.intermediate_values) == [1, 2, 3]
-
-    again = cli("run", str(spec), env=FAST_HEARTBEAT)
-    assert again.returncode == 0, again.stderr
     trials = trials_of(tmp_path, "resume")
     (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == killed.number]
-    assert f"trial {retry.number} resumes trial {killed.number} from its epoch 2 checkpoint" in again.stdout
+    assert f"trial {retry.number} resumes trial {killed.number} from its epoch 2 checkpoint" in out
     assert retry.state == TrialState.COMPLETE and retry.params == killed.params
     assert retry.user_attrs["resumed_from"] == {"trial": killed.number, "epoch": 2}
     # One curve, epochs 1..n, no step twice: the history, the pruner's steps and TensorBoard.
