@@ -11,6 +11,9 @@ validation images, 6 epochs per trial) with the same budget in epochs, for sever
     ray_asha    hpsearch on Ray Tune (`backend: ray`, ASHA), 2 trials at a time
     default     no search: the tutorial's config (Adam, lr 1e-3, batch 64, constant lr) trained
                 for the whole budget, best epoch so far as its curve
+    lrfind      `hpsearch lr-find SPEC --apply` first (its training steps count against the budget,
+                as epochs of the 12k-image split, rounded up), then hpsearch's defaults on the
+                narrowed spec for the rest of the budget
 
 An epoch is one reported epoch of one trial (pruned trials count the epochs they ran). A
 search may start a trial while it has spent less than the budget; a trial that ends past
@@ -22,6 +25,7 @@ OMP_WAIT_POLICY=PASSIVE is set for every process started (the machine is shared)
 
     .venv/bin/python bench/search_quality.py             # 72 epochs x 3 seeds x 6 methods (~35 min on 2 busy cores)
     .venv/bin/python bench/search_quality.py --smoke     # seconds: tiny subsets, 2 one-epoch trials per method, no Ray
+    .venv/bin/python bench/search_quality.py --methods lrfind   # one row, merged into the committed result (same setup)
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ METHODS = {  # name -> label; the order of the table and the plot
     "hyperband": "hpsearch, TPE + hyperband",
     "ray_asha": "hpsearch on Ray Tune, ASHA",
     "default": "tutorial default, no search",
+    "lrfind": "hpsearch defaults on lr-find's ranges (its cost counted)",
 }
 OVERRIDES = {  # hpsearch methods: --set values on top of the spec (the spec leaves sampler and pruner at their defaults)
     "random": ["sampler.name=random", "pruner.name=none"],
@@ -118,23 +123,52 @@ def spec_overrides(setup: Setup, seed: int, folder: Path, extra: list[str], tria
     return sets + extra
 
 
-def hpsearch_search(setup: Setup, seed: int, folder: Path, extra: list[str]) -> tuple[list[Trial], int]:
-    """hpsearch's trial loop in this process (what `hpsearch run` does with one slot), stopped on the epoch budget."""
+def hpsearch_search(
+    setup: Setup, seed: int, folder: Path, extra: list[str], spec_path: Path = SPEC, budget: int | None = None
+) -> tuple[list[Trial], int]:
+    """hpsearch's trial loop in this process (what `hpsearch run` does with one slot), stopped on the epoch budget
+    (`budget`: what is left of setup.budget)."""
     from hpsearch.backends.optuna import work
     from hpsearch.spec import load_spec
 
-    spec = load_spec(SPEC, spec_overrides(setup, seed, folder, extra))
+    spec = load_spec(spec_path, spec_overrides(setup, seed, folder, extra))
     stop, spent = threading.Event(), [0]
+    left = setup.budget if budget is None else budget
 
     def steps(step: str, number: int, seconds: float) -> None:
         if step == "prune":  # one trial.report + should_prune per reported epoch
             spent[0] += 1
-        elif step == "trial" and spent[0] >= setup.budget:
+        elif step == "trial" and spent[0] >= left:
             stop.set()  # no new trial; the loop ends
 
     with contextlib.redirect_stdout(io.StringIO()):
         work(spec, quiet=True, stop=stop, steps=steps)
     return stored_trials(spec)
+
+
+def lrfind_search(setup: Setup, seed: int, folder: Path) -> tuple[list[Trial], int]:
+    """What `hpsearch lr-find SPEC --apply narrowed.yaml` does (same seed and fixed values as the search), then
+    hpsearch's defaults on narrowed.yaml. lr-find's training steps, as epochs of the training split rounded up,
+    come first in the trial list (a pseudo-trial without a value), so they count against the epoch budget."""
+    from hpsearch import lrfind
+    from hpsearch.spec import load_spec
+
+    spec = load_spec(SPEC, spec_overrides(setup, seed, folder, []))
+    with contextlib.redirect_stdout(io.StringIO()):
+        curves = lrfind.run(spec, out=folder / "lr-find")
+        narrowed = lrfind.write(spec, curves, folder / "narrowed.yaml")
+    cost = math.ceil(sum(c.epochs for c in curves) - 1e-9)
+    found = {
+        c.target.option: {"suggested": list(c.suggested), "lr_at_min": c.lr_at_min, "steps": len(c.lrs), "epochs": c.epochs, "stop": c.stop}
+        for c in curves
+    }
+    trials, pruned = hpsearch_search(setup, seed, folder, [], spec_path=narrowed, budget=setup.budget - cost)
+    return [Trial(cost, None, {"lr_find": found}), *trials], pruned
+
+
+def lr_find_cost(trials: list[Trial]) -> Trial | None:
+    """The lrfind method's pseudo-trial holding lr-find's cost and suggestions."""
+    return trials[0] if trials and "lr_find" in trials[0].config else None
 
 
 def ray_search(setup: Setup, seed: int, folder: Path, attempts: int = 2) -> tuple[list[Trial], int]:
@@ -268,6 +302,8 @@ def run_method(method: str, seed: int, setup: Setup, cache: Path | None = None) 
             trials, pruned = tutorial_default(setup, seed)
         elif method == "ray_asha":
             trials, pruned = ray_search(setup, seed, Path(tmp))
+        elif method == "lrfind":
+            trials, pruned = lrfind_search(setup, seed, Path(tmp))
         else:
             trials, pruned = hpsearch_search(setup, seed, Path(tmp), OVERRIDES[method])
     kept = within_budget(trials, setup.budget)
@@ -325,8 +361,9 @@ def in_child(method: str, seed: int, args: Any) -> Run:
 
 def run_all(args: Any, setup: Setup) -> list[Run]:
     """Seed by seed, every method; fresh interpreters, `--jobs` at a time; Ray alone at the end (it uses every core)."""
-    plain = [(m, s) for s in range(args.seeds) for m in METHODS if m != "ray_asha"]
-    ray = [("ray_asha", s) for s in range(args.seeds)] if setup.ray_trials else []
+    selected = args.methods or list(METHODS)
+    plain = [(m, s) for s in range(args.seeds) for m in METHODS if m != "ray_asha" and m in selected]
+    ray = [("ray_asha", s) for s in range(args.seeds)] if setup.ray_trials and "ray_asha" in selected else []
     if args.jobs <= 1:
         runs = [logged(run_method(m, s, setup, args.retrains)) for m, s in plain]
     else:
@@ -373,14 +410,16 @@ def median_or_none(values: list[int | None]) -> float | None:
     return None if math.isinf(m) else m
 
 
-def summarize(runs: list[Run], setup: Setup, startup: int) -> dict[str, Any]:
-    """`startup`: the TPE start-up trials, after which pruning is counted separately."""
+def summarize(runs: list[Run], setup: Setup, startup: int, target: float | None = None) -> dict[str, Any]:
+    """`startup`: the TPE start-up trials, after which pruning is counted separately. `target`: random search's
+    final best, from an earlier run when these runs do not include random search (--methods)."""
     by = {m: [r for r in runs if r.method == m] for m in METHODS}
     by = {m: rs for m, rs in by.items() if rs}
     final = {m: [best_at(curve(r), setup.budget) for r in rs] for m, rs in by.items()}
-    target = statistics.median(final["random"])
+    target = statistics.median(final["random"]) if target is None else target
     rows: dict[str, Any] = {}
     for m, rs in by.items():
+        searched = {id(r): [t for t in r.trials if "lr_find" not in t.config] for r in rs}  # lr-find's cost is no trial
         reach = [epochs_to(curve(r), target) for r in rs]
         tests = [r.test_acc for r in rs if r.test_acc is not None]
         rows[m] = {
@@ -391,18 +430,21 @@ def summarize(runs: list[Run], setup: Setup, startup: int) -> dict[str, Any]:
             "test_acc_per_seed": [r.test_acc for r in rs],
             "epochs_to_random_best": median_or_none(reach),
             "epochs_to_random_best_per_seed": reach,
-            "trials": statistics.median(len(r.trials) for r in rs),
+            "trials": statistics.median(len(searched[id(r)]) for r in rs),
             "pruned": statistics.median(r.pruned for r in rs),
             "epochs_spent": statistics.median(r.spent for r in rs),
             "epochs_run": statistics.median(r.ran for r in rs),
             "search_wall_s": statistics.median(r.search_s for r in rs),
             "retrain_wall_s": statistics.median(r.retrain_s or 0 for r in rs),
             "best_configs": [r.best_config for r in rs],
-            "trials_after_startup": statistics.median(max(0, len(r.trials) - startup) for r in rs),
-            "pruned_after_startup": statistics.median(sum(t.value is None for t in r.trials[startup:]) for r in rs),
+            "trials_after_startup": statistics.median(max(0, len(searched[id(r)]) - startup) for r in rs),
+            "pruned_after_startup": statistics.median(sum(t.value is None for t in searched[id(r)][startup:]) for r in rs),
             "best_epoch_per_seed": [curve(r)[-1][0] if curve(r) else None for r in rs],  # default: the epoch it peaked
         }
-    scored = [t.value for r in by["random"] for t in r.trials if t.value is not None and math.isfinite(t.value)]
+        if any(lr_find_cost(r.trials) for r in rs):
+            rows[m]["lr_find_per_seed"] = [(lr_find_cost(r.trials) or Trial(0, None)).config.get("lr_find") for r in rs]
+            rows[m]["lr_find_epochs_per_seed"] = [(lr_find_cost(r.trials) or Trial(0, None)).epochs for r in rs]
+    scored = [t.value for r in by.get("random", []) for t in r.trials if t.value is not None and math.isfinite(t.value)]
     top = {  # how wide the top of the space is: random draws near random's best, and the best trial any search ran
         "random_trials_within_0_3_points": sum(v >= target - WITHIN for v in scored) / len(scored) if scored else None,
         "best_trial_any_search": max(
@@ -630,7 +672,96 @@ def notes(s: dict[str, Any], g: dict[str, Any], setup: Setup, defaults: dict[str
         if "ray_asha" in rows
         else "Wall time: two searches side by side, one thread each, on 2 cores shared with other jobs. Ray not run."
     )
-    return out
+    note = lrfind_note(rows, s["target"])
+    return out + ([note] if note else [])
+
+
+def lrfind_note(rows: dict[str, Any], target: float) -> str | None:
+    """Did lr-find's ranges make random search's final best cheaper to reach? Either way, in numbers."""
+    lf = rows.get("lrfind")
+    if lf is None:
+        return None
+
+    def versus(other: str) -> str:
+        a, b = lf["epochs_to_random_best"], rows[other]["epochs_to_random_best"] if other in rows else None
+        if a is None:
+            return f"not cheaper than {other} ({'never' if b is None else format(b, 'g')} epochs)"
+        if b is None:
+            return f"cheaper than {other}, which did not reach it (median seed)"
+        return f"{'cheaper' if a < b else 'not cheaper'} than {other} ({a:g} vs {b:g} epochs, {a / b:.2f}x)"
+
+    ranges = "; ".join(
+        f"seed {i}: "
+        + ", ".join(f"{o} [{x['suggested'][0]:.3g}, {x['suggested'][1]:.3g}] ({x['steps']} steps, {x['stop']})" for o, x in found.items())
+        for i, found in enumerate(lf.get("lr_find_per_seed", []))
+        if found
+    )
+    return (
+        f"lr-find row: `hpsearch lr-find` on the benchmark spec with each seed, then hpsearch's defaults on the narrowed "
+        f"spec; lr-find's training steps count first, {', '.join(map(str, lf.get('lr_find_epochs_per_seed', [])))} epochs "
+        f"by seed (rounded up), so the search had the rest of the {lf['epochs_spent']:g}-epoch budget. Suggested lr ranges: "
+        f"{ranges} (the spec's: sgd [0.003, 0.5], adamw [0.0001, 0.01]). Reaching random search's final best "
+        f"({pct(target)} %), epochs per seed {epochs_text(lf)}: {versus('hpsearch')}; {versus('random')}. Final best "
+        f"{pct(lf['final_best_val_acc'])} % (hpsearch defaults {pct(rows['hpsearch']['final_best_val_acc']) if 'hpsearch' in rows else '-'} %), "
+        f"retrained test {pct(lf['test_acc'])} % (hpsearch defaults {pct(rows['hpsearch']['test_acc']) if 'hpsearch' in rows else '-'} %). "
+        "Caveat: lr-find's suggestion rule (3x the min-loss lr, /30) was chosen after seeing lr-find's curves on this "
+        "spec next to the lrs of the earlier searches' best configs, so this row is not a blind test of the rule."
+    )
+
+
+def merge_rows(path: Path, runs: list[Run], setup: Setup, seeds: int, started: float) -> None:
+    """--methods without random search: add these rows to the committed result of the same setup, the other rows kept
+    (every search is deterministic, so they stay valid); the table, notes and plot are rebuilt from the merged rows."""
+    from common import command, load_average, write_result
+
+    old = json.loads(path.read_text())
+    f = old["figures"]
+    if (f["budget_epochs"], f["epochs_per_trial"], f["seeds"]) != (setup.budget, setup.epochs, seeds) or old["smoke"]:
+        raise SystemExit(f"{path}: another setup (budget, epochs, seeds, smoke); run every method instead of --methods")
+    target = f["random_final_best"]
+    s = summarize(runs, setup, f["hpsearch_defaults"]["sampler_startup_trials"], target)
+    f["methods"].update(s["rows"])
+    f["curves"].update(s["curves"])
+    merged = {"target": target, "rows": f["methods"], "curves": f["curves"]}
+    plot(merged, setup, path.parent / f["png"])
+    added = {
+        "methods": sorted(s["rows"]),
+        "command": command(),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "duration_s": round(time.perf_counter() - started, 1),
+        "load_avg_1_5_15": load_average(),
+        "cpu_s_children": round(sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), k) for k in ("ru_utime", "ru_stime"))),
+    }
+    f["added_later"] = [x for x in f.get("added_later", []) if x["methods"] != added["methods"]] + [added]
+    notes = [n for n in old["notes"] if not n.startswith(("lr-find row:", "Rows added later:"))]
+    notes += [
+        n
+        for n in [lrfind_note(f["methods"], target)]
+        + [
+            "Rows added later: "
+            + "; ".join(
+                f"{', '.join(x['methods'])} by `{x['command']}` at {x['date']} ({x['duration_s']:.0f} s wall, load average "
+                f"{x['load_avg_1_5_15']}); the other rows are from the run named above"
+                for x in f["added_later"]
+            )
+        ]
+        if n
+    ]
+    write_result(
+        path.parent,
+        "search_quality",
+        old["title"],
+        headline=old["headline"],
+        smoke=False,
+        goal=old["goal"],
+        goal_met=old["goal_met"],
+        figures=f,
+        table=table(merged),
+        notes=notes,
+    )
+    result = json.loads(path.read_text())  # write_result stamps this command, date and machine: the first run's stay
+    result.update({k: old[k] for k in ("command", "date", "duration_s", "machine")})
+    path.write_text(json.dumps(result, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -646,6 +777,12 @@ def main(argv: list[str] | None = None) -> None:
         default=[],
         metavar="NAME:KEY=VALUE,...",
         help="one more hpsearch row with these --set values, e.g. startup5:sampler.startup_trials=5 (repeatable)",
+    )
+    p.add_argument(
+        "--methods",
+        type=lambda text: text.split(","),
+        help=f"comma-separated subset of {','.join(METHODS)} (default all); without random search, the rows are merged "
+        "into the committed result of the same setup (--out/search_quality.json), the other rows kept",
     )
     p.add_argument("--child", help=argparse_suppress())
     p.add_argument("--seed", type=int, default=0, help=argparse_suppress())
@@ -665,9 +802,15 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     if args.smoke:
         args.seeds, args.jobs = 1, 1
+    unknown = set(args.methods or []) - set(METHODS)
+    if unknown:
+        p.error(f"--methods: unknown {', '.join(sorted(unknown))} (known: {', '.join(METHODS)})")
     with tempfile.TemporaryDirectory() as tmp:
         args.retrains = args.keep / "retrains" if args.keep else Path(tmp)
         runs = run_all(args, setup)
+    if args.methods and "random" not in args.methods and not args.smoke:
+        merge_rows(args.out / "search_quality.json", runs, setup, args.seeds, started)
+        return
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     defaults = hpsearch_defaults()
     s = summarize(runs, setup, defaults["sampler_startup_trials"])

@@ -241,6 +241,23 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    from hpsearch import profile
+
+    variants = profile.parse_compare(args.compare) if args.compare else None  # bad text: one line before any work
+    source = profile.resolve(args.target, args.trial)
+    print(f"profiling {source.chosen}: {profile.config_text(source.config)}")
+    if variants is not None:
+        print(f"timing {args.steps} steps of each variant (after one warm-up step):")
+        print(profile.compare_text(profile.compare(source, variants, args.steps)))
+        return 0
+    result = profile.profile_config(source, args.steps, Path(args.out) if args.out else None)
+    print(f"{args.steps} steps profiled (after one warm-up step); host time per phase:")
+    print(profile.profile_text(result))
+    print(f"trace: {result.trace} (open in ui.perfetto.dev or chrome://tracing; TensorBoard: tensorboard --logdir {result.trace.parent})")
+    return 0
+
+
 def cmd_promote(args: argparse.Namespace) -> int:
     from hpsearch import results
 
@@ -457,6 +474,19 @@ def build_parser() -> argparse.ArgumentParser:
     ranks.add_argument("--processes", type=positive_int, help="data-parallel CPU processes (gloo); sets config processes: N")
     ranks.add_argument("--devices", type=positive_int, help="data-parallel CUDA GPUs, one process each (NCCL)")
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("profile", help="profile K training steps of a config: time per phase, top operators, memory, a trace")
+    p.add_argument("target", help="a spec (its best trial, or --trial N) or an exported config (best.yaml)")
+    p.add_argument("--trial", type=int, help="with a spec: this trial's config (default: the best trial)")
+    p.add_argument("--steps", type=positive_int, default=20, help="optimizer steps to profile or time (default 20)")
+    p.add_argument("-o", "--out", help="folder for the trace (default: <study>/profile or <output>/profile/<run>)")
+    p.add_argument(
+        "--compare",
+        nargs="+",
+        metavar="KEY=V1,V2",
+        help="time every combination of these config values instead, e.g. --compare amp=off,bf16 channels_last=false,true",
+    )
+    p.set_defaults(func=cmd_profile)
 
     p = sub.add_parser("promote", help="re-run the top configs with several seeds; export the best mean")
     add_spec_args(p)
