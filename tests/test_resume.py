@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 import pytest
 from optuna.trial import TrialState
@@ -24,13 +23,15 @@ BUILTIN = """
     budget: {{trials: 3}}
     sampler: {{name: random, seed: 0}}
     pruner: median
-    fixed: {{dataset: digits, model: mlp, mlp_hidden: [32], epochs: %d, batch_size: 64, threads: 1,
-            count: {out}/epochs.log, marker: {out}/hang, hang_at: %d}}
+    fixed: {{dataset: digits, model: mlp, mlp_hidden: [32], epochs: EPOCHS, batch_size: 64, threads: 1,
+            count: {out}/epochs.log, marker: {out}/hang, hang_at: HANG_AT}}
     space:
       lr: {{float: [0.01, 0.1], log: true}}
-    """ % (EPOCHS, HANG_AT)
-USER = BUILTIN.replace(":builtin", ":user").replace("dataset: digits, model: mlp, mlp_hidden: [32], ", "").replace(
-    "batch_size: 64, threads: 1,", ""
+    """.replace("EPOCHS", str(EPOCHS)).replace("HANG_AT", str(HANG_AT))
+USER = (
+    BUILTIN.replace(":builtin", ":user")
+    .replace("dataset: digits, model: mlp, mlp_hidden: [32], ", "")
+    .replace("batch_size: 64, threads: 1,", "")
 )
 
 
