@@ -132,7 +132,8 @@ def source_trials(spec: Spec) -> list[FrozenTrial]:
         return []
     path = sqlite_path(url)
     if path is not None and not path.exists():
-        raise UserError(f"{spec.path}: warm_start.storage: no study database at {path} (has study {warm.study!r} been run?)")
+        key, hint = ("warm_start.storage", "") if warm.storage is not None else ("warm_start.study", "; set warm_start.storage if it is elsewhere")
+        raise UserError(f"{spec.path}: {key}: no study database at {path} (has study {warm.study!r} been run?{hint})")
     try:
         storage = open_storage(url, read_only=path is not None)
         names = optuna.get_all_study_names(storage)

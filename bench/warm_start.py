@@ -1,0 +1,276 @@
+"""Warm start on Fashion-MNIST: does a cheap earlier study make the full study reach its best sooner?
+
+Per seed, three searches with hpsearch's defaults (TPE + median pruner) on spaces/bench_fashion.yaml:
+
+    source  the cheap setting: 3,000 training images (of the spec's 12,000), 2,000 validation
+            images, 2 epochs per trial, `--source-budget` epochs in all
+    cold    the full setting (12,000 images, 6 epochs per trial), `--budget` epochs, from nothing
+    warm    the same full setting and budget, with `warm_start: {study: <source>, top: 2}`: the
+            source's completed trials are imported (they inform TPE; they do not count toward
+            the budget) and its best 2 configs are re-evaluated first in the full setting
+
+Cost is counted in full-setting epoch equivalents by training images: a source epoch trains on
+3,000 images, a full epoch on 12,000, so a source epoch costs 0.25 (its smaller validation pass
+is left out, which flatters the source slightly: the measured wall seconds are reported beside it).
+The warm search's cost to reach a value is the whole source's cost plus its own epochs until then.
+
+Target: the cold search's final best val_acc (per seed). Ratio = warm cost to reach it / cold
+epochs to reach it (the epoch at which cold found its final best). The goal (issue 13): the
+warm start reaches the same best with less compute (ratio < 1). Each search's best config is
+retrained on the full 54,000-image train split (bench/search_quality.py's retrain) and scored on
+the 10,000 test images.
+
+    .venv/bin/python bench/warm_start.py            # 3 seeds, 72-epoch budgets (~10-15 min on 2 busy cores)
+    .venv/bin/python bench/warm_start.py --smoke    # seconds: tiny subsets, 1-epoch trials
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from common import Timer, parser, write_result
+from search_quality import SPEC, WITHIN, Setup, Trial, curve, epochs_to, retrain, setup_for, spec_overrides
+
+SOURCE_TRAIN, FULL_TRAIN = 3000, 12000  # training images per epoch: the cost of an epoch in each setting
+TOP = 2  # configs of the source re-evaluated first
+
+
+@dataclass
+class Search:
+    trials: list[Trial]  # own trials in order of completion, cut at the budget
+    spent: int  # epochs of those trials
+    wall_s: float
+    imported: int = 0
+    skipped: int = 0
+    best_config: dict[str, Any] | None = None
+    test_acc: float | None = None
+
+
+def source_setup(smoke: bool, budget: int) -> Setup:
+    if smoke:
+        return Setup(2, 1, {"train_subset": 128, "val_subset": 100, "test_subset": 100, "epochs": 1}, {}, 0)
+    return Setup(budget, 2, {"train_subset": SOURCE_TRAIN, "val_subset": 2000, "epochs": 2}, {}, 0)
+
+
+def search(setup: Setup, seed: int, folder: Path, extra: list[str], cut: bool = True) -> Search:
+    """``cut``: count trials only up to the budget (a source study is counted whole: all of it is imported)."""
+    # hpsearch's trial loop in this process, stopped on the epoch budget (as search_quality.hpsearch_search)
+    from hpsearch.backends.optuna import work
+    from hpsearch.spec import load_spec
+
+    spec = load_spec(SPEC, spec_overrides(setup, seed, folder, extra))
+    stop, spent = threading.Event(), [0]
+
+    def steps(step: str, number: int, seconds: float) -> None:
+        if step == "prune":  # one report per epoch of this study's own trials
+            spent[0] += 1
+        elif step == "trial" and spent[0] >= setup.budget:
+            stop.set()
+
+    with Timer() as t, contextlib.redirect_stdout(io.StringIO()):
+        work(spec, quiet=True, stop=stop, steps=steps)
+    return read(spec, setup.budget if cut else 10**9, t.s)
+
+
+def read(spec: Any, budget: int, wall_s: float) -> Search:
+    import optuna
+
+    study = optuna.load_study(study_name=spec.study, storage=spec.storage_url)
+    own = [t for t in study.get_trials(deepcopy=False) if t.datetime_complete and "imported_from" not in t.user_attrs]
+    own.sort(key=lambda t: t.datetime_complete)
+    ok = optuna.trial.TrialState.COMPLETE
+    trials, spent = [], 0
+    for t in own:
+        epochs = int(t.user_attrs.get("epochs") or 0)
+        if spent + epochs > budget:
+            break
+        spent += epochs
+        trials.append(Trial(epochs, t.value if t.state == ok else None, t.user_attrs.get("config") or {}))
+    imported = study.user_attrs.get("imported") or {}
+    s = Search(trials, spent, wall_s, int(imported.get("trials", 0)), int(imported.get("skipped", 0)))
+    scored = [x for x in trials if x.value is not None and math.isfinite(x.value)]
+    s.best_config = max(scored, key=lambda x: x.value).config if scored else None
+    return s
+
+
+def final_best(s: Search) -> float:
+    return max((t.value for t in s.trials if t.value is not None and math.isfinite(t.value)), default=math.nan)
+
+
+def one_seed(seed: int, full: Setup, src: Setup, cache: Path) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        source = search(src, seed, Path(tmp) / "source", [], cut=False)
+        db = Path(tmp) / "source" / f"sq-{seed}" / "study.db"
+        cold = search(full, seed, Path(tmp) / "cold", [])
+        warm = search(
+            full, seed, Path(tmp) / "warm", [f"warm_start.study=sq-{seed}", f"warm_start.storage=sqlite:///{db}", f"warm_start.top={TOP}"]
+        )
+    for s in (cold, warm):
+        if s.best_config is not None:
+            s.test_acc, _ = retrain(full, s.best_config, cache)
+    source_cost = source.spent * (src.fixed.get("train_subset") or SOURCE_TRAIN) / (full.fixed.get("train_subset") or FULL_TRAIN)
+    target = final_best(cold)
+    cold_reach = epochs_to(curve_of(cold), target)
+    warm_own = epochs_to(curve_of(warm), target)
+    warm_near = epochs_to(curve_of(warm), target - WITHIN)
+    row = {
+        "seed": seed,
+        "source_epochs": source.spent,
+        "source_cost_full_epochs": source_cost,
+        "source_trials": len(source.trials),
+        "source_best": final_best(source),
+        "imported": warm.imported,
+        "skipped": warm.skipped,
+        "cold_final_best": target,
+        "warm_final_best": final_best(warm),
+        "cold_epochs_to_its_best": cold_reach,
+        "warm_own_epochs_to_cold_best": warm_own,
+        "warm_cost_to_cold_best": None if warm_own is None else source_cost + warm_own,
+        "warm_cost_to_within_0_3_points": None if warm_near is None else source_cost + warm_near,
+        "warm_best_at_equal_total": best_within(curve_of(warm), full.budget - source_cost),
+        "cold_test_acc": cold.test_acc,
+        "warm_test_acc": warm.test_acc,
+        "wall_s": {"source": source.wall_s, "cold": cold.wall_s, "warm": warm.wall_s},
+        "cold_trials": len(cold.trials),
+        "warm_trials": len(warm.trials),
+    }
+    row["ratio"] = None if row["warm_cost_to_cold_best"] is None or not cold_reach else row["warm_cost_to_cold_best"] / cold_reach
+    print(f"  seed {seed}: {json.dumps({k: v for k, v in row.items() if k != 'wall_s'}, default=str)}", flush=True)
+    return row
+
+
+def curve_of(s: Search) -> list[tuple[int, float]]:
+    from search_quality import Run
+
+    return curve(Run("x", 0, s.trials, s.spent, s.spent, 0, s.wall_s))
+
+
+def best_within(points: list[tuple[int, float]], epochs: float) -> float | None:
+    return max((v for e, v in points if e <= epochs), default=None)
+
+
+def pct(v: float | None) -> str:
+    return "-" if v is None or not math.isfinite(v) else f"{100 * v:.2f}"
+
+
+def med(values: list[Any]) -> float | None:
+    """A seed that never got there counts as infinitely expensive."""
+    m = statistics.median([math.inf if v is None else v for v in values]) if values else math.inf
+    return None if math.isinf(m) else m
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = parser(__doc__)
+    p.add_argument("--budget", type=int, default=72, help="epochs of the full study's own trials, cold and warm (default 72)")
+    p.add_argument(
+        "--source-budget", type=int, default=48, help="epochs of the cheap source study (default 48 = 12 full-epoch equivalents)"
+    )
+    p.add_argument("--seeds", type=int, default=3)
+    args = p.parse_args(argv)
+    started = time.perf_counter()
+    full = setup_for(args.smoke, args.budget, 6)
+    src = source_setup(args.smoke, args.source_budget)
+    if args.smoke:
+        args.seeds = 1
+    with tempfile.TemporaryDirectory() as cache:
+        rows = [one_seed(seed, full, src, Path(cache)) for seed in range(args.seeds)]
+    ratio = med([r["ratio"] for r in rows])
+    reached = sum(r["warm_cost_to_cold_best"] is not None for r in rows)
+    met = ratio is not None and ratio < 1 and reached * 2 > len(rows)
+    figures = {
+        "budget_epochs": full.budget,
+        "source_budget_epochs": src.budget,
+        "source_setting": src.fixed,
+        "source_cost_full_epochs": statistics.median(r["source_cost_full_epochs"] for r in rows),
+        "top": TOP,
+        "seeds": args.seeds,
+        "median_ratio_warm_to_cold": ratio,
+        "seeds_warm_reached_cold_best": reached,
+        "per_seed": rows,
+    }
+    columns = [
+        "seed",
+        "cold: final best val % (epoch reached)",
+        "warm: final best val %",
+        "warm: cost to cold's best (source + own epochs)",
+        "ratio warm / cold",
+        "warm best at equal total compute",
+        "imported (skipped)",
+        "test % cold / warm",
+        "wall s source / cold / warm",
+    ]
+    table_rows = []
+    for r in rows:
+        cost = (
+            "never"
+            if r["warm_cost_to_cold_best"] is None
+            else f"{r['warm_cost_to_cold_best']:g} ({r['source_cost_full_epochs']:g} + {r['warm_own_epochs_to_cold_best']})"
+        )
+        w = r["wall_s"]
+        table_rows.append(
+            [
+                r["seed"],
+                f"{pct(r['cold_final_best'])} ({r['cold_epochs_to_its_best']})",
+                pct(r["warm_final_best"]),
+                cost,
+                "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
+                pct(r["warm_best_at_equal_total"]),
+                f"{r['imported']} ({r['skipped']})",
+                f"{pct(r['cold_test_acc'])} / {pct(r['warm_test_acc'])}",
+                f"{w['source']:.0f} / {w['cold']:.0f} / {w['warm']:.0f}",
+            ]
+        )
+    wall_ratio = statistics.median(r["wall_s"]["source"] / r["wall_s"]["cold"] * full.budget for r in rows if r["wall_s"]["cold"])
+    verdict = "met" if met else "not met"
+    headline = (
+        f"warm start reached the cold start's final best in {reached} of {len(rows)} seeds; median cost ratio warm/cold "
+        + ("n/a (not reached in most seeds)" if ratio is None else f"{ratio:.2f}")
+        + f" (source study counted as {figures['source_cost_full_epochs']:g} full-setting epochs); goal {verdict}"
+    )
+    notes = [
+        f"Source study: {src.budget} epochs of 2-epoch trials on {src.fixed.get('train_subset')} training and {src.fixed.get('val_subset')} "
+        f"validation images, counted as {figures['source_cost_full_epochs']:g} full-setting epochs by training images "
+        f"({src.fixed.get('train_subset')}/{FULL_TRAIN} per epoch). By measured wall time the source cost {wall_ratio:.1f} "
+        f"full-setting epochs (median: source wall s / cold wall s x {full.budget}); the validation pass on 2,000 images is "
+        "what the image count leaves out.",
+        "Target per seed: the cold start's final best val_acc within its budget; 'epoch reached' is the cumulative epoch at "
+        "which the cold start found it. Ratio = (source cost + warm epochs until its best reached the target) / cold's epoch "
+        "reached. A seed where the warm start never reached the target counts as infinitely expensive in the median.",
+        f"Goal (issue 13): the same best with less compute, i.e. ratio < 1 in most seeds — {verdict}"
+        + ("" if met else " (see the table: which seeds missed and by how much)")
+        + ". Both searches have the same 72 epochs of their own trials; 'warm best at equal total compute' is the warm "
+        "start's best within 72 minus the source's cost, the fair comparison at an equal total.",
+        f"The warm study re-evaluates the source's best {TOP} configs first (they count toward its budget) and imports every "
+        "completed source trial that fits the space (here the same space, so none are skipped); imported trials carry the "
+        "source's 2-epoch, 3,000-image values, which are lower than full-setting values: TPE uses them to rank regions, "
+        "not as results. Best, promote and the pruner's start-up use the study's own trials only.",
+        f"{args.seeds} seeds; 5,000 validation images, so a few tenths of a point are within noise. Searches run one "
+        "after another, one thread each, on a machine shared with other jobs.",
+    ]
+    write_result(
+        args.out,
+        "warm_start",
+        "Warm start from a cheaper study (Fashion-MNIST)",
+        headline=headline,
+        smoke=args.smoke,
+        goal="a study warm-started from a cheaper study (a quarter of the data, 2-epoch trials) reaches the cold start's final best with less total compute (ratio < 1)",
+        goal_met=None if args.smoke else met,
+        figures=figures,
+        table={"columns": columns, "rows": table_rows},
+        notes=notes,
+        started=started,
+    )
+
+
+if __name__ == "__main__":
+    main()

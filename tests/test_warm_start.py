@@ -1,0 +1,164 @@
+"""warm_start: {study, storage, top}: a new study learns from an earlier one, through the CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import TOY
+
+from hpsearch.cli import main
+
+# The earlier study: lr over [1e-4, 1], and a `width` the new space no longer has.
+SOURCE = """
+study: small
+objective: {toy}:objective
+output: {out}
+budget: {{trials: 8}}
+pruner: none
+sampler: {{name: random, seed: 3}}
+fixed: {{epochs: 2}}
+space:
+  lr: {{float: [1.0e-4, 1.0], log: true}}
+  width: {{int: [1, 8]}}
+"""
+
+# The new study: lr narrowed to [1e-3, 1] (earlier trials below it do not fit), width gone, momentum new.
+TARGET = """
+study: full
+objective: {toy}:objective
+output: {out}
+budget: {{trials: 3}}
+pruner: none
+sampler: {{name: tpe, seed: 0}}
+fixed: {{epochs: 3}}
+space:
+  lr: {{float: [1.0e-3, 1.0], log: true}}
+  momentum: {{float: [0.8, 0.99]}}
+warm_start: {{study: small, top: 1}}
+"""
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def trials(capsys, spec: Path) -> list[dict]:
+    code, out, _ = run(capsys, "trials", str(spec), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    return doc["trials"] if isinstance(doc, dict) else doc
+
+
+@pytest.fixture(scope="module")
+def source_runs(tmp_path_factory) -> Path:
+    """The earlier study, run once for the module (its runs/ folder is copied into each test's)."""
+    folder = tmp_path_factory.mktemp("source")
+    spec = folder / "small.yaml"
+    spec.write_text(textwrap.dedent(SOURCE).format(out=folder / "runs", toy=TOY))
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["run", str(spec), "--quiet"]) == 0
+    return folder / "runs"
+
+
+@pytest.fixture
+def source(source_runs, write_spec, capsys, tmp_path) -> tuple[Path, list[dict]]:
+    shutil.copytree(source_runs, tmp_path / "runs")
+    spec = write_spec(SOURCE, "small.yaml")
+    return spec, trials(capsys, spec)
+
+
+def test_imports_fitting_trials_drops_removed_params_skips_out_of_range(source, write_spec, capsys):
+    _, earlier = source
+    fitting = [t for t in earlier if t["params"]["lr"] >= 1e-3]
+    assert 0 < len(fitting) < len(earlier)  # the seed gives both kinds
+    spec = write_spec(TARGET, "full.yaml")
+    code, out, _ = run(capsys, "run", str(spec))
+    assert code == 0
+    assert (
+        f"full: imported {len(fitting)} finished trials of study small (they inform the sampler, not the budget); "
+        f"skipped {len(earlier) - len(fitting)} with a value outside this space; "
+        "dropped parameters no longer searched: width; re-evaluating its best 1 first"
+    ) in out
+    assert f"full: 3 finished (0 pruned), 0 failed, {len(fitting)} imported; best" in out
+
+    rows = trials(capsys, spec)
+    imported = [t for t in rows if t["imported_from"]]
+    own = [t for t in rows if not t["imported_from"]]
+    assert sorted(t["imported_from"]["trial"] for t in imported) == sorted(t["number"] for t in fitting)
+    assert {t["imported_from"]["study"] for t in imported} == {"small"}
+    by_number = {t["number"]: t for t in fitting}
+    for t in imported:  # the earlier values, width dropped, momentum left to the sampler
+        was = by_number[t["imported_from"]["trial"]]
+        assert t["values"] == was["values"] and t["params"] == {"lr": was["params"]["lr"]}
+        assert t["reason"] == f"imported from small trial {was['number']}"
+    # the budget counts this study's own trials only: exactly 3 ran here
+    assert len(own) == 3 and all(t["state"] == "COMPLETE" and t["epochs"] == 3 for t in own)
+    # top 1: the earlier best fitting config is re-evaluated first, in this setting, with a sampled momentum
+    best_earlier = max(fitting, key=lambda t: t["values"]["val_acc"])
+    first = min(own, key=lambda t: t["number"])
+    assert first["params"]["lr"] == best_earlier["params"]["lr"] and 0.8 <= first["params"]["momentum"] <= 0.99
+    assert first["values"]["val_acc"] > best_earlier["values"]["val_acc"]  # 3 epochs here, 2 there
+
+    # best is this study's own (an imported 2-epoch value is not a result of this setting)
+    code, out, _ = run(capsys, "best", str(spec), "--json")
+    [best] = json.loads(out)["best"]
+    assert best["imported_from"] is None and best["number"] in {t["number"] for t in own}
+    assert best["values"]["val_acc"] == max(t["values"]["val_acc"] for t in own)
+
+    # a resume imports nothing again and runs nothing past the budget
+    code, out, _ = run(capsys, "run", str(spec))
+    assert code == 0 and "imported" not in out.splitlines()[0] and "budget reached (3/3 trials finished)" in out
+    assert len(trials(capsys, spec)) == len(rows)
+
+
+def test_top_k_configs_run_first_and_count_toward_the_budget(source, write_spec, capsys):
+    _, earlier = source
+    spec = write_spec(
+        TARGET.replace("lr: {{float: [1.0e-3, 1.0], log: true}}", "lr: {{float: [1.0e-4, 1.0], log: true}}")
+        .replace("top: 1", "top: 2")
+        .replace("trials: 3", "trials: 2"),
+        "top.yaml",
+    )
+    assert main(["run", str(spec), "--quiet"]) == 0
+    capsys.readouterr()
+    rows = trials(capsys, spec)
+    own = sorted((t for t in rows if not t["imported_from"]), key=lambda t: t["number"])
+    assert len([t for t in rows if t["imported_from"]]) == len(earlier)  # all fit: nothing skipped
+    top2 = sorted(earlier, key=lambda t: -t["values"]["val_acc"])[:2]
+    assert [t["params"]["lr"] for t in own] == [t["params"]["lr"] for t in top2]  # the whole budget: the two re-evaluations
+
+
+@pytest.mark.parametrize(
+    ("warm_start", "message"),
+    [
+        ("{{study: nowhere}}", "warm_start.study: no study database at"),
+        ("{{study: nowhere, storage: sqlite:///runs/small/study.db}}", "warm_start.study: no study named 'nowhere' in sqlite:///"),
+        ("{{study: small, storage: sqlite:///missing/db.sqlite}}", "warm_start.storage: no study database at"),
+        ("{{studdy: small}}", "warm_start.studdy: unknown key; did you mean 'study'?"),
+        ("{{top: 2}}", "warm_start.top: re-evaluates the best 2 trials of an earlier study: name it in warm_start.study"),
+        ("{{study: small, top: -1}}", "warm_start.top: Input should be greater than or equal to 0"),
+        ("{{study: full}}", "warm_start.study: 'full' is this study itself; name an earlier study"),
+    ],
+)
+def test_bad_warm_start_is_one_line_and_writes_nothing(source, write_spec, capsys, tmp_path, warm_start, message):
+    spec = write_spec(TARGET.replace("{{study: small, top: 1}}", warm_start), "bad.yaml")
+    code, out, err = run(capsys, "run", str(spec))
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and str(spec) in lines[0], err
+    assert not (tmp_path / "runs" / "full").exists()
+
+
+def test_source_measuring_another_metric_is_refused(source, write_spec, capsys, tmp_path):
+    spec = write_spec(TARGET.replace("study: full", "study: full\nmetric: train_loss\ndirection: minimize"), "loss.yaml")
+    code, _, err = run(capsys, "run", str(spec))
+    assert code == 2 and "warm_start.study: 'small' measures ['val_acc'] ['maximize']" in err
+    assert not (tmp_path / "runs" / "full").exists()
