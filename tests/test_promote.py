@@ -88,3 +88,44 @@ def test_the_promoted_config_trains_after_best_yaml_of_the_same_trial(lucky, tmp
     assert main(["train", str(promoted), "--quiet"]) == 0  # printed as the next step: it must work
     runs = tmp_path / "runs" / "train"
     assert (runs / "lucky-trial1" / "metrics.json").exists() and (runs / "lucky-trial1-promoted" / "metrics.json").exists()
+
+
+def promote_rows(out: str) -> list[str]:
+    """The promote table's rows (plain text when stdout is not a terminal): the lines after its title."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if "(* = promoted)" in line)
+    return [line for line in lines[start + 2 :] if line.strip() and not line.startswith(("promoted", "train it"))]
+
+
+def test_promote_with_two_workers_gives_the_same_table_and_winner(write_spec, tmp_path, capsys):
+    rows, winners = [], []
+    for workers, output in (("1", "runs1"), ("2", "runs2")):
+        spec = write_spec(SPEC.replace("output: {out}", f"output: {tmp_path / output}"), name=f"{output}.yaml")
+        assert main(["run", str(spec), "--quiet"]) == 0
+        capsys.readouterr()
+        assert main(["promote", str(spec), "--top", "2", "--seeds", "3", "--workers", workers, "--quiet"]) == 0
+        rows.append(promote_rows(capsys.readouterr().out))
+        winners.append(yaml.safe_load((tmp_path / output / "lucky" / "promoted.yaml").read_text())["provenance"])
+    assert rows[0] == rows[1] and len(rows[0]) == 2
+    assert winners[0]["trial"] == winners[1]["trial"] == 1
+    assert winners[0]["promotion"]["candidates"] == winners[1]["promotion"]["candidates"]
+
+
+def test_a_worker_joins_a_promote_study_and_runs_only_its_queued_runs(lucky, tmp_path, capsys):
+    from conftest import cli
+
+    storage = f"sqlite:///{tmp_path / 'runs' / 'lucky' / 'study.db'}"
+    assert main(["promote", str(lucky), "--top", "2", "--seeds", "3", "--queue-only"]) == 0
+    out = capsys.readouterr().out
+    assert f"hpsearch worker {lucky} --study lucky-promote --storage {storage}" in out
+    # The spec's budget (3 trials) and pruner (none here) are not the promote study's: the worker runs its 6 queued runs.
+    done = cli("worker", str(lucky), "--study", "lucky-promote", "--storage", storage, "--quiet")
+    assert done.returncode == 0, done.stderr
+    assert "6 finished (0 pruned), 0 failed; this worker ran 6" in done.stdout
+    runs = optuna.load_study(study_name="lucky-promote", storage=storage).get_trials()
+    assert len(runs) == 6 and all(t.state.name == "COMPLETE" for t in runs)  # no sampled trial beside the queued ones
+    assert sorted((t.user_attrs["source_trial"], t.user_attrs["seed"]) for t in runs) == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+
+    assert main(["promote", str(lucky), "--top", "2", "--seeds", "3", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("(from an earlier promote run)") == 6 and "promoted trial 1: val_acc 0.7 ± 0 over 3 seeds" in out
