@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import MutableMapping
 from dataclasses import dataclass
 from glob import glob
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.errors import UserError
+from hpsearch.packing import Probe
 
 if TYPE_CHECKING:
     from hpsearch.spec import Resources
 
 FAKE_GPUS_ENV = "HPSEARCH_FAKE_GPUS"  # pretend this many GPUs exist (tests, dry runs on a laptop)
+FAKE_MEM_ENV = "HPSEARCH_FAKE_GPU_MEM_MB"  # their free memory in MiB: "24000" (each) or "24000,16000" (one per GPU)
+PROBE_TIMEOUT_S = 120  # importing torch and creating a CUDA context per GPU, on a busy machine
 THREADS_ENV = "HPSEARCH_THREADS"  # a slot's thread share, for a torch that was imported before OMP_NUM_THREADS applied
 # OpenMP threads that wait for work spin on their core (GNU OpenMP: up to 300,000 spins) unless told
 # to sleep. Beside two busy processes on 2 cores the quickstart took 4.8x its quiet time spinning,
@@ -75,10 +81,14 @@ def plan_slots(resources: Resources, gpus: list[str], cores: int) -> list[Slot]:
         devices = () if gpus else None  # CPU-only trials on a GPU machine must not touch the GPUs
         return [Slot(i, devices, threads_per_slot(r, cores, n)) for i in range(n)]
     per_trial = max(1, int(r.gpus_per_trial))
-    share = r.trials_per_gpu if r.gpus_per_trial >= 1 else int(1 / r.gpus_per_trial + 1e-9)
+    share = r.per_gpu if r.gpus_per_trial >= 1 else int(1 / r.gpus_per_trial + 1e-9)
     groups = [tuple(chosen[i : i + per_trial]) for i in range(0, len(chosen) - per_trial + 1, per_trial)]
     if not groups:
         raise UserError(f"resources.gpus_per_trial={per_trial} but only {len(chosen)} GPU(s) to use")
+    if r.trials_per_gpu == "auto":  # one slot per GPU now; slots.py adds more as packing.py plans them
+        most = min(r.workers or len(groups) * r.trials_per_gpu_max, len(groups) * r.trials_per_gpu_max)
+        threads = threads_per_slot(r, cores, most)  # the share of the most slots the plan may reach
+        return [Slot(i, groups[i], threads) for i in range(min(r.workers or len(groups), len(groups)))]
     capacity = len(groups) * share
     n = r.workers or capacity
     if n > capacity:
@@ -119,4 +129,35 @@ def slots_for(resources: Resources) -> list[Slot]:
 
 def in_process(slots: list[Slot], resources: Resources) -> bool:
     """One slot that needs no device binding runs in the calling process, as a plain ``hpsearch run`` does."""
-    return len(slots) == 1 and resources.gpus is None and slots[0].devices != ()
+    packed = resources.trials_per_gpu == "auto" and bool(slots[0].devices)  # slots.py starts more slots later
+    return len(slots) == 1 and resources.gpus is None and slots[0].devices != () and not packed
+
+
+def gpu_memory(gpus: list[str]) -> dict[str, Probe]:
+    """Free and total memory (MiB) of the visible GPUs, by id; empty when it cannot be read.
+
+    Read in a child process (torch.cuda.mem_get_info): in this one, the CUDA context it creates
+    would hold a few hundred MiB of every GPU for the whole run."""
+    fake = os.environ.get(FAKE_MEM_ENV)
+    if fake is not None:
+        return fake_memory(fake, gpus)
+    if not gpus or os.environ.get(FAKE_GPUS_ENV) is not None:
+        return {}
+    code = "import json, torch; print(json.dumps([torch.cuda.mem_get_info(i) for i in range(torch.cuda.device_count())]))"
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=True)
+        pairs = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return {}
+    return {gpu: Probe(free / 2**20, total / 2**20) for gpu, (free, total) in zip(gpus, pairs, strict=False)}
+
+
+def fake_memory(text: str, gpus: list[str]) -> dict[str, Probe]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or min(values) <= 0 or len(values) not in (1, len(gpus)):
+        raise UserError(f"{FAKE_MEM_ENV}={text!r}: expected free MiB for each GPU, e.g. 24000 or one per GPU ({len(gpus)}): 24000,16000")
+    mb = values * len(gpus) if len(values) == 1 else values
+    return {gpu: Probe(m, m) for gpu, m in zip(gpus, mb, strict=True)}

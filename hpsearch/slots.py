@@ -5,6 +5,9 @@ with the slot's ``CUDA_VISIBLE_DEVICES`` and thread count, the resolved spec as 
 deadline in the environment. It relays the slots' lines, reports finished trials from
 storage, replaces a slot that died (its trial failed and retried at once: the parent saw the
 death), and asks every slot to stop claiming when ``budget.max_failures`` says so.
+
+With ``trials_per_gpu: auto`` it also follows packing.py's plan: it starts slots on a GPU when
+the plan grows and asks the newest slots there to finish their trial and stop when it shrinks.
 """
 
 from __future__ import annotations
@@ -18,16 +21,18 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpsearch.devices import FAKE_GPUS_ENV, THREADS_ENV, Slot, cpu_cores, passive_waits, threads_notice
+from hpsearch.devices import FAKE_GPUS_ENV, THREADS_ENV, Slot, cpu_cores, gpu_memory, passive_waits, threads_notice, visible_gpus
 from hpsearch.errors import SpecError
 from hpsearch.liveness import WORKER, fail_trials_of, worker_name
+from hpsearch.packing import Packer
 from hpsearch.progress import Progress
 from hpsearch.study import (
+    CLAIMED,
     ClaimLock,
     Summary,
     announce,
@@ -98,6 +103,7 @@ class Pool:
     lines: queue.Queue[tuple[int, str]] = field(default_factory=queue.Queue)
     live: dict[int, SlotProcess] = field(default_factory=dict)
     workers: set[str] = field(default_factory=set)  # every slot process this run started
+    placed: dict[str, Slot] = field(default_factory=dict)  # worker -> its slot (packing: which GPU a trial ran on)
 
     def start(self, slot: Slot, crashes_in_a_row: int = 0) -> None:
         env = {**os.environ, **slot.env(), SPEC_ENV: json.dumps(self.spec.model_dump(mode="json")), "PYTHONUNBUFFERED": "1"}
@@ -110,6 +116,7 @@ class Pool:
         entry = SlotProcess(slot, proc, crashes_in_a_row)
         self.live[slot.index] = entry
         self.workers.add(entry.worker)
+        self.placed[entry.worker] = slot
         threading.Thread(target=self._relay, args=(entry,), daemon=True).start()
 
     def _relay(self, entry: SlotProcess) -> None:
@@ -151,6 +158,7 @@ class Pool:
 
 def run_slots(spec: Spec, slots: list[Slot], command: list[str], quiet: bool = False) -> Summary:
     """Start ``command`` once per slot and keep the slots going until the study's budget is spent."""
+    packer, packing_note = packer_for(spec, slots)  # before anything is written: a bad fake probe is one line
     lock = ClaimLock(spec.storage_url, spec.study)
     with lock.held():  # creating the study under the lock enqueues warm starts once
         study = open_study(spec)
@@ -164,10 +172,12 @@ def run_slots(spec: Spec, slots: list[Slot], command: list[str], quiet: bool = F
     notice = threads_notice(spec.fixed, slots, cpu_cores())
     if notice:
         progress.print(f"  {notice}")
+    for line in [packing_note] if packing_note else packer.lines() if packer else []:
+        progress.print(f"  plan: {line}")
     deadline = time.time() + spec.budget.timeout if spec.budget.timeout else None
     pool = Pool(spec, command + (["--quiet"] if quiet else []), deadline)
     seen = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
-    watch = Watch(study, spec, progress, pool, seen)
+    watch = Watch(study, spec, progress, pool, seen, packer=packer, next_index=len(slots))
     with progress:
         try:
             for slot in slots:
@@ -196,6 +206,11 @@ class Watch:
     seen: set[int]
     stopped_early: str | None = None
     stopping: bool = False
+    packer: Packer | None = None  # trials_per_gpu: auto
+    next_index: int = 0  # the index a slot started for the plan gets
+    retiring: set[int] = field(default_factory=set)  # slots asked to stop for the plan: not replaced, not counted
+    packed: set[int] = field(default_factory=set)  # trials the packer has seen finish
+    sized: set[int] = field(default_factory=set)  # trials whose config size the packer has seen
 
     def loop(self) -> None:
         while self.pool.live:
@@ -208,7 +223,10 @@ class Watch:
             self.progress.print(line)
         self.bury(self.pool.ended())
         refresh(self.progress, self.study, self.spec)
-        self.report(self.study.get_trials(deepcopy=False))
+        trials = self.study.get_trials(deepcopy=False)
+        self.report(trials)
+        if self.packer is not None:
+            self.repack(trials)
 
     def report(self, trials: list[FrozenTrial]) -> None:
         ended = sorted((t for t in trials if t.state.is_finished() and t.number not in self.seen), key=completed_at)
@@ -239,7 +257,7 @@ class Watch:
                 continue
             text = why or crash_reason(rc, e.last_line)
             fail_trials_of(self.study, e.worker, text, retry_them=why is None)
-            if why is not None or self.stopping:
+            if why is not None or self.stopping or e.slot.index in self.retiring:
                 continue
             self.progress.print(f"slot {e.slot.index} (pid {e.pid}) ended: {text}")
             if finished_count(self.study) >= self.spec.budget.trials or (self.pool.deadline and time.time() >= self.pool.deadline):
@@ -251,6 +269,79 @@ class Watch:
                 continue
             self.pool.start(e.slot, e.crashes_in_a_row + 1)
             self.progress.print(f"slot {e.slot.index} replaced by pid {self.pool.live[e.slot.index].pid}")
+
+    # ------------------------------------------------------------------------ trials_per_gpu: auto
+
+    def repack(self, trials: list[FrozenTrial]) -> None:
+        """Feed this run's trials to the packer (sizes as claimed, peaks and out-of-memory retries as
+        they finish); on a new plan, start or retire slots to match it."""
+        assert self.packer is not None
+        for t in trials:
+            worker = t.user_attrs.get(WORKER)
+            if worker not in self.pool.workers:
+                continue  # another run's or machine's trial: its peak may not be this GPU's (or a CPU's RSS)
+            if t.number not in self.sized and ("config" in t.user_attrs or t.state.is_finished()):  # stamped once sampled
+                self.sized.add(t.number)
+                self.packer.seen(claimed_config(self.spec, t))
+            if t.state.is_finished() and t.number not in self.packed:
+                self.packed.add(t.number)
+                self.packer.measured(t.user_attrs.get("peak_mem_mb"), t.user_attrs.get("config") or {})
+                devices = self.pool.placed[worker].devices
+                if out_of_memory(t) and devices:
+                    self.packer.out_of_memory(devices[0], len(self.on_gpu(devices[0])))
+        plan = self.packer.update()
+        if plan is None:
+            return
+        for line in self.packer.lines():
+            self.progress.print(f"plan: {line}")
+        if not self.stopping:
+            for gpu in self.packer.names:
+                self.follow(gpu, self.packer.wanted(gpu))
+
+    def on_gpu(self, gpu: str) -> list[SlotProcess]:
+        return [e for e in self.pool.live.values() if e.slot.devices == (gpu,) and e.slot.index not in self.retiring]
+
+    def follow(self, gpu: str, wanted: int) -> None:
+        slots = sorted(self.on_gpu(gpu), key=lambda e: e.slot.index)
+        for e in slots[wanted:]:  # the newest first: they ran the fewest trials
+            self.retiring.add(e.slot.index)
+            with contextlib.suppress(ProcessLookupError):
+                e.proc.send_signal(signal.SIGUSR1)
+            self.progress.print(f"slot {e.slot.index} (GPU {gpu}) finishes its trial and stops: the plan has {wanted} there")
+        budget_left = self.spec.budget.trials - sum(1 for t in self.study.get_trials(deepcopy=False) if t.state in CLAIMED)
+        if self.pool.deadline and time.time() >= self.pool.deadline:
+            return
+        for _ in range(min(wanted - len(slots), budget_left)):
+            slot = Slot(self.next_index, (gpu,), next(iter(self.pool.placed.values())).threads)  # the plan's share
+            self.next_index += 1
+            self.pool.start(slot)
+            self.progress.print(f"{slot.label()}: started for the plan (pid {self.pool.live[slot.index].pid})")
+
+
+def claimed_config(spec: Spec, trial: FrozenTrial) -> dict[str, Any]:
+    """The config a trial was claimed with (an out-of-memory retry later records its smaller one)."""
+    try:
+        return spec.config_for(spec.tree.config_from_params(trial.params))
+    except KeyError:  # still sampling: the stamp, if any
+        config = trial.user_attrs.get("config")
+        return config if isinstance(config, dict) else {}
+
+
+def out_of_memory(trial: FrozenTrial) -> bool:
+    return bool(trial.user_attrs.get("oom_retries")) or str(trial.user_attrs.get("reason", "")).startswith("failed: out of memory")
+
+
+def packer_for(spec: Spec, slots: list[Slot]) -> tuple[Packer | None, str | None]:
+    """The packer of a ``trials_per_gpu: auto`` run on GPUs, or a line saying why it runs one slot per GPU."""
+    r = spec.resources
+    if r.trials_per_gpu != "auto" or not slots or not slots[0].devices:
+        return None, None
+    names = [s.devices[0] for s in slots if s.devices]
+    probes = gpu_memory(visible_gpus())
+    missing = [n for n in names if n not in probes]
+    if missing:
+        return None, f"no memory reading for GPU {', '.join(missing)}: trials_per_gpu: auto runs one slot per GPU"
+    return Packer(names, [probes[n] for n in names], r.memory_margin, r.trials_per_gpu_max, r.workers), None
 
 
 def crash_reason(rc: int, last_line: str) -> str:

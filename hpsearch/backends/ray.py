@@ -405,7 +405,7 @@ def trial_resources(spec: Spec, cluster_gpus: float) -> dict[str, float]:
     r = spec.resources
     gpu = 0.0
     if cluster_gpus > 0 and r.gpus_per_trial > 0:
-        gpu = r.gpus_per_trial if r.gpus_per_trial < 1 else r.gpus_per_trial / r.trials_per_gpu
+        gpu = r.gpus_per_trial if r.gpus_per_trial < 1 else r.gpus_per_trial / r.per_gpu
     return {"cpu": float(r.cpus_per_trial or 1), "gpu": gpu}
 
 
