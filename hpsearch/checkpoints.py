@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import optuna
-from optuna.trial import FrozenTrial, TrialState
-
-from hpsearch.storage import trial_by_number
+if TYPE_CHECKING:  # imported where used: export reads checkpoint_of without loading Optuna
+    import optuna
+    from optuna.trial import FrozenTrial
 
 CHECKPOINT = "checkpoint.pt"
 RESUMED_FROM = "resumed_from"  # user attribute of a retry that resumed: {"trial": n, "epoch": k}
@@ -36,6 +36,8 @@ def checkpoint_of(study_dir: Path, number: int) -> Path:
 
 def resume_source(study: optuna.Study, study_dir: Path, trial: optuna.Trial | FrozenTrial) -> tuple[int, Path] | None:
     """(trial number, checkpoint) a retry of a dead trial starts from; None for a fresh trial or when none was saved."""
+    from hpsearch.storage import trial_by_number
+
     number = trial.user_attrs.get(RETRY_OF)
     seen: set[int] = set()
     while isinstance(number, int) and number not in seen:
@@ -63,6 +65,8 @@ def clean_up(study: optuna.Study, study_dir: Path, ended: FrozenTrial) -> list[P
     The checkpoints ``ended`` resumed from go (it finished in their place). Its own goes unless it
     is the best; when it is the new best, the folder is swept once for every finished, non-best
     trial's checkpoint that no queued or running retry still needs."""
+    from optuna.trial import TrialState
+
     gone: list[Path] = []
     source = ended.user_attrs.get(RESUMED_FROM)
     if isinstance(source, dict) and isinstance(source.get("trial"), int):
@@ -88,6 +92,8 @@ def clean_up(study: optuna.Study, study_dir: Path, ended: FrozenTrial) -> list[P
 
 def _needed(trials: list[FrozenTrial], by_number: dict[int, FrozenTrial]) -> set[int]:
     """Trials whose checkpoint a queued or running retry may resume from (see resume_source's chain)."""
+    from optuna.trial import TrialState
+
     todo = [t.user_attrs.get(RETRY_OF) for t in trials if t.state in (TrialState.WAITING, TrialState.RUNNING)]
     needed: set[int] = set()
     while todo:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from hpsearch.checkpoints import checkpoint_of
 from hpsearch.errors import UserError
 from hpsearch.objective import BUILTIN, load_objective
 from hpsearch.spec import Spec, apply_overrides
@@ -351,6 +352,9 @@ def export_doc(
         source["full_run"] = FULL_RUN[entry]
     if config_overrides:
         source["overrides"] = list(config_overrides)
+    checkpoint = checkpoint_of(spec.study_dir, trial.number)
+    if checkpoint.exists():  # the best trial's last checkpoint is kept: its trained weights, to inspect or fine-tune
+        source["checkpoint"] = str(checkpoint.resolve())
     doc = {
         "objective": objective,
         "metric": names,

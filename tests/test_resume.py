@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
+import yaml
 from optuna.trial import TrialState
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -76,3 +78,14 @@ def test_a_trial_killed_mid_way_resumes_from_its_checkpoint_and_trains_at_most_o
     # Only the best trial keeps its checkpoint.
     best = max(by_state(trials, TrialState.COMPLETE), key=lambda t: t.value)
     assert sorted(p.parent.name for p in (runs / "resume").glob("trial-*/checkpoint.pt")) == [f"trial-{best.number}"]
+
+
+def test_export_names_the_best_trials_kept_checkpoint(write_spec, tmp_path):
+    spec = write_spec(USER.replace("{fixture}", str(RESUMABLE)).replace(", hang_at: 3", ""))
+    assert cli("run", str(spec), "--quiet").returncode == 0
+    exported = cli("export", str(spec), "-o", str(tmp_path / "best.yaml"))
+    assert exported.returncode == 0, exported.stderr
+    doc = yaml.safe_load((tmp_path / "best.yaml").read_text())
+    kept = list((tmp_path / "runs" / "resume").glob("trial-*/checkpoint.pt"))
+    assert [Path(doc["provenance"]["checkpoint"])] == [p.resolve() for p in kept]
+    assert kept[0].parent.name == f"trial-{doc['provenance']['trial']}"
