@@ -955,7 +955,8 @@ def _table(header: list[str] | None, rows: list[list[str]]) -> str:
 def _summary_table(ctx: _Context) -> str:
     counts: dict[str, int] = {}
     for t in ctx.trials:
-        counts[t.state.name] = counts.get(t.state.name, 0) + 1
+        state = "IMPORTED" if "imported_from" in t.user_attrs else t.state.name  # warm_start.study: completed elsewhere
+        counts[state] = counts.get(state, 0) + 1
     directions = ", ".join(f"{html.escape(m)}: {d.name.lower()}" for m, d in zip(ctx.metric_names, ctx.study.directions, strict=True))
     rows = [["study", html.escape(ctx.study.study_name)], ["directions", directions], ["trials", str(len(ctx.trials))]]
     rows += [[state.lower(), str(n)] for state, n in sorted(counts.items())]
@@ -963,11 +964,10 @@ def _summary_table(ctx: _Context) -> str:
 
 
 def _best_section(ctx: _Context) -> str:
-    if ctx.multi:
-        best = sorted(ctx.study.best_trials, key=lambda t: t.number)
-        title = f"Pareto front: {len(best)} trial(s)"
-    else:
-        best, title = [ctx.study.best_trial], "Best trial"
+    from hpsearch.study import own_best
+
+    best = own_best(ctx.study)  # imported trials (warm_start.study) ran in another setting: not this study's results
+    title = f"Pareto front: {len(best)} trial(s)" if ctx.multi else "Best trial"
     rows = [[str(t.number), *(_fmt(v) for v in t.values), _params(t)] for t in best]
     header = ["trial", *map(html.escape, ctx.metric_names), "params"]
     return f"<h2>{title}</h2>" + _table(header, rows)
