@@ -254,7 +254,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     result = profile.profile_config(source, args.steps, Path(args.out) if args.out else None)
     print(f"{args.steps} steps profiled (after one warm-up step); host time per phase:")
     print(profile.profile_text(result))
-    print(f"trace: {result.trace} (open in ui.perfetto.dev or chrome://tracing; TensorBoard: tensorboard --logdir {result.trace.parent})")
+    logdir = result.trace.parent.parent  # the profiler plugin reads <logdir>/<run>/*.pt.trace.json
+    print(f"trace: {result.trace} (open in ui.perfetto.dev or chrome://tracing; TensorBoard: tensorboard --logdir {logdir})")
     return 0
 
 
