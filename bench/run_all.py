@@ -20,7 +20,7 @@ from typing import Any
 
 from common import RESULTS, ROOT
 
-ORDER = ("search_quality", "objective_vs_textbook", "orchestration", "busy_machine", "parallel_slots", "growth", "gpu")
+ORDER = ("search_quality", "warm_start", "objective_vs_textbook", "orchestration", "busy_machine", "parallel_slots", "growth", "gpu")
 TITLES = {"gpu": "GPU training step", "parallel_slots": "Parallel trial slots"}  # headings of benchmarks without a result yet
 NOT_RUN = {  # why a benchmark has no result, where that is known
     "parallel_slots": "Not rerun since the engine moved to slots.py: the earlier figure (2 slots: 2.08x the trials per hour "
@@ -216,6 +216,16 @@ def _search_quality(r: dict[str, Any]) -> str:
         text += (
             f"Hyperband, which starts pruning from the first trials, ran {hb['trials']:g} trials ({hb['pruned']:g} pruned) in "
             f"the same budget against {hp['trials']:g} ({hp['pruned']:g}). "
+        )
+    lf = rows.get("lrfind")
+    if lf:
+        reach, hp_reach, rnd_reach = (r["epochs_to_random_best"] for r in (lf, hp, rows["random"]))
+        shown = " vs ".join("never" if x is None else f"{x:g}" for x in (reach, hp_reach, rnd_reach))
+        cheaper = reach is not None and all(x is None or reach < x for x in (hp_reach, rnd_reach))
+        text += (
+            f"**lr-find ({lf['label']}):** random search's final best was reached in {shown} epochs (lr-find's row vs hpsearch "
+            f"defaults vs random search, median seed, lr-find's own steps included): "
+            + ("cheaper than both. " if cheaper else "**not cheaper** than both. ")
         )
     return text + (
         f"With {f['seeds']} seeds and 5,000 validation images, differences of a few tenths of a point between methods are within noise (see the notes)."
