@@ -20,7 +20,6 @@ rank (it holds a collective); ``reporter.rank`` says which rank it is.
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import signal
@@ -185,21 +184,29 @@ def _relay(conn: Connection, reporter: Reporter, epoch: int, metrics: dict[str, 
 
 def _first_failure(procs: list[subprocess.Popen[bytes]], job_dir: Path) -> RankFailed | None:
     """The rank whose error came first (the others' errors are usually the broken connection to it)."""
-    failed = [(rank, p.returncode) for rank, p in enumerate(procs) if p.poll() is not None and p.returncode not in (0, STOPPED)]
+    errors = {rank: job_dir / f"rank-{rank}.err" for rank in range(len(procs))}
+    failed = [(rank, p.poll()) for rank, p in enumerate(procs) if p.poll() not in (None, 0, STOPPED) or errors[rank].exists()]
     if not failed:
         return None
-    errors = {rank: job_dir / f"rank-{rank}.err" for rank, _ in failed}
-    written = [rank for rank in errors if errors[rank].exists()]
-    if written:
-        rank = min(written, key=lambda r: errors[r].stat().st_mtime_ns)
-        text = errors[rank].read_text(encoding="utf-8")
+    errors = {rank: errors[rank] for rank, _ in failed}
+    written = {rank: _read_error(path) for rank, path in errors.items() if path.exists()}
+    killed = [(rank, code) for rank, code in failed if rank not in written and code is not None and code < 0]
+    if written and not killed:  # a rank killed by a signal (OOM killer) comes before its peers' connection errors
+        rank = min(written, key=lambda r: written[r][0])
+        text = written[rank][1]
         last = text.rstrip().splitlines()[-1] if text.strip() else "no error text"
         error = RankFailed(f"rank {rank}: {last}")
         error.__cause__ = _RemoteTraceback(f"\n\nrank {rank}'s traceback:\n{text}")
         return error
-    rank, code = failed[0]
-    how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    rank, code = (killed or failed)[0]
+    how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
     return RankFailed(f"rank {rank} {how} without a Python error (out of memory? see the system log)")
+
+
+def _read_error(path: Path) -> tuple[int, str]:
+    """(when the rank caught it, in CLOCK_MONOTONIC ns, shared by all processes; the traceback)."""
+    stamp, _, text = path.read_text(encoding="utf-8").partition("\n")
+    return int(stamp), text
 
 
 def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
@@ -279,8 +286,12 @@ def rank_main(job_dir: Path, rank: int, channel_fd: int | None) -> int:
     except Pruned:
         return STOPPED
     except BaseException:  # noqa: BLE001 - the supervisor reads it from the file and fails the trial
-        (job_dir / f"rank-{rank}.err").write_text(traceback.format_exc(), encoding="utf-8")
-        return 1
+        # stamped on catching: a peer's "connection closed" error comes after this rank's own error
+        caught = time.monotonic_ns()
+        (job_dir / f"rank-{rank}.tmp").write_text(f"{caught}\n{traceback.format_exc()}", encoding="utf-8")
+        (job_dir / f"rank-{rank}.tmp").replace(job_dir / f"rank-{rank}.err")  # whole, or absent
+        sys.stderr.flush()
+        os._exit(1)  # no destroy_process_group or interpreter shutdown: either may wait on the peers forever
     finally:
         _leave()
 
@@ -299,8 +310,8 @@ def _join(job: dict[str, Any], rank: int) -> None:
 
 def _leave() -> None:
     dist = sys.modules.get("torch.distributed")
-    if dist is not None and dist.is_initialized():  # type: ignore[attr-defined]
-        dist.destroy_process_group()  # type: ignore[attr-defined]
+    if dist is not None and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

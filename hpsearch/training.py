@@ -73,6 +73,25 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> dic
     return doc
 
 
+def set_processes(doc: dict[str, Any], where: str, processes: int | None, devices: int | None) -> None:
+    """``--processes N`` / ``--devices N``: train data-parallel with N ranks (config ``processes``).
+
+    The batch per rank stays ``batch_size``, so the effective batch grows N times (README: Data-parallel training)."""
+    if devices is not None:
+        import torch
+
+        visible = torch.cuda.device_count()
+        if visible < devices:
+            raise UserError(f"{where}: --devices {devices}: {visible} CUDA GPU(s) visible; on CPU use --processes {devices}")
+        device = str(doc["config"].get("device", "auto"))
+        if device not in ("auto", "cuda"):  # each rank takes its own GPU: cuda:N or cpu would put them all on one device
+            raise UserError(f"{where}: --devices {devices}: config device is {device}; set device: auto (or use --processes on CPU)")
+    ranks = devices or processes
+    if ranks is not None:
+        doc["config"]["processes"] = ranks
+        doc.setdefault("provenance", {})["train_processes"] = ranks
+
+
 def anchored(entry: str, base_dir: Path) -> str:
     """A relative ``file.py:fn`` in an exported config is relative to that file, not to the current folder."""
     module, _, fn = entry.rpartition(":")

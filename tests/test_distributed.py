@@ -1,0 +1,129 @@
+"""Data-parallel trials and training runs (config ``processes: 2``) on CPU with gloo.
+
+DDP's all-reduce averages the ranks' gradients of their slices of each global batch, so two ranks
+with ``batch_size: 16`` train the same weights as one process with ``batch_size: 32``; float sums
+run in another order, hence the tolerance (1e-5 absolute, on weights of order 0.1).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from hpsearch.cli import main
+from tests.conftest import ROOT
+
+RANKS = ROOT / "tests" / "fixtures" / "ranks.py"
+TINY = {
+    "dataset": "digits",
+    "model": "mlp",
+    "mlp_hidden": [32],
+    "epochs": 1,
+    "seed": 0,
+    "threads": 1,
+    "lr": 0.05,
+    "save_model": True,
+}
+
+
+def test_two_processes_train_the_weights_of_one_process_with_the_doubled_batch(tmp_path):
+    import torch
+
+    from hpsearch.distributed import launch
+    from hpsearch.reporter import Reporter
+    from objectives.image_classification import train
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir(), two.mkdir()
+    threads = torch.get_num_threads()  # the objective's threads: 1 is process-wide; give it back after
+    try:
+        single = train({**TINY, "batch_size": 32, "accum_steps": 2}, Reporter(trial_dir=one))
+    finally:
+        torch.set_num_threads(threads)
+    # two ranks, 16 samples each per micro-batch, two micro-batches per step (no_sync on the first)
+    ddp = launch(
+        "objectives.image_classification:train", {**TINY, "batch_size": 16, "accum_steps": 2, "processes": 2}, Reporter(trial_dir=two), 2
+    )
+
+    a, b = torch.load(one / "model.pt"), torch.load(two / "model.pt")
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(b[name], a[name], rtol=0, atol=1e-5, msg=name)
+    assert abs(ddp["val_loss"] - single["val_loss"]) < 1e-5 and ddp["val_acc"] == single["val_acc"]
+    assert abs(ddp["train_loss"] - single["train_loss"]) < 1e-5  # summed over both ranks' samples
+
+
+def test_hpsearch_train_processes_2_trains_and_writes_metrics_and_model(tmp_path, capsys):
+    config = tmp_path / "best.yaml"
+    doc = {"objective": "objectives.image_classification:train", "metric": "val_acc", "config": {**TINY, "epochs": 2, "batch_size": 32}}
+    config.write_text(yaml.safe_dump(doc))
+    run = tmp_path / "run"
+
+    assert main(["train", str(config), "-o", str(run), "--processes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "epoch 2/2" in out and "final: val_acc=" in out
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["val_acc"] > 0.8  # digits, mlp, 2 epochs: 0.9+ on one process too
+    assert (run / "model.pt").is_file()
+    assert [json.loads(line)["epoch"] for line in (run / "history.jsonl").read_text().splitlines()] == [1, 2]
+    assert yaml.safe_load((run / "config.yaml").read_text())["config"]["processes"] == 2
+
+    with pytest.raises(SystemExit) as bad:
+        main(["train", str(config), "-o", str(tmp_path / "bad"), "--processes", "0"])
+    err = capsys.readouterr().err
+    assert bad.value.code == 2 and err.strip().count("\n") == 0 and "--processes: must be a positive integer" in err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_search_trial_runs_as_two_ranks_and_a_crashing_rank_fails_its_trial_leaving_no_process(tmp_path):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    spec = tmp_path / "ranks.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "study": "ranks",
+                "objective": f"{RANKS}:objective",
+                "output": str(tmp_path / "runs"),
+                "metric": "val_acc",
+                "budget": {"trials": 2},
+                "sampler": {"name": "grid"},
+                "pruner": {"name": "none"},
+                "fixed": {"processes": 2, "epochs": 2, "pid_dir": str(pids)},
+                "space": {"crash_rank": {"choice": [-1, 1]}},
+            }
+        )
+    )
+
+    main(["run", str(spec), "--quiet"])
+
+    study = optuna.load_study(study_name="ranks", storage=f"sqlite:///{tmp_path / 'runs' / 'ranks' / 'study.db'}")
+    by_crash = {t.params["crash_rank"]: t for t in study.get_trials()}
+    ok, crashed = by_crash[-1], by_crash[1]
+    # the good trial: both ranks joined, rank 0 alone reported, once per epoch
+    assert ok.state.name == "COMPLETE" and ok.user_attrs["metrics"]["world"] == 2.0
+    assert sorted(ok.intermediate_values) == [1, 2]
+    trial_dir = tmp_path / "runs" / "ranks" / f"trial-{ok.number}"
+    assert len(list(trial_dir.glob("events.out.tfevents.*"))) == 1
+    # the crashed trial: rank 1's error, its traceback in error.txt
+    assert crashed.state.name == "FAIL"
+    assert "rank 1: ValueError: rank 1 broke on purpose" in crashed.user_attrs["reason"]
+    error = (tmp_path / "runs" / "ranks" / f"trial-{crashed.number}" / "error.txt").read_text()
+    assert "ranks.py" in error and "broke on purpose" in error
+    # every rank of both trials has exited
+    started = [int(p.name.split("-")[1]) for p in pids.iterdir()]
+    assert len(started) == 4
+    assert [pid for pid in started if _alive(pid)] == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z" and os.path.exists(f"/proc/{pid}")
