@@ -232,8 +232,11 @@ def result(study: optuna.Study, metric: str, best: FrozenTrial, chosen: list[Aud
 
 def table(doc: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     m = doc["metric"]
-    head = ["trial", "pruned at", "rank then", f"{m} then", f"re-run {m}", "vs best"]
-    rows = [[r["trial"], r["pruned_at"], f"{r['rank']} of {r['of'] + 1}", r["value_then"], r["mean"], r["verdict"]] for r in doc["audited"]]
+    head = ["trial", "pruned at", "rank then", f"{m} then", f"re-run {m}", "runs", "vs best"]
+    rows = [
+        [r["trial"], r["pruned_at"], f"{r['rank']} of {r['of'] + 1}", r["value_then"], r["mean"], len(r["values"]), r["verdict"]]
+        for r in doc["audited"]
+    ]
     return head, rows
 
 

@@ -20,7 +20,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.spec import Budget, PrunerSpec, SamplerSpec, Spec
-from hpsearch.storage import count_states, open_storage
+from hpsearch.storage import count_states, end_trial, open_storage
 from hpsearch.study import DEFINITION, definition
 
 RERUNS = "reruns"  # study user attribute of a re-run study: {"kind": "promote" | "audit", "source_study": NAME}
@@ -99,6 +99,13 @@ def queue(study: optuna.Study, runs: list[Run]) -> int:
         )
         added += 1
     return added
+
+
+def drop_others(study: optuna.Study, runs: list[Run]) -> int:
+    """Fail the WAITING runs that ``runs`` does not ask for (an earlier promote with other --top, --seeds
+    or --set), so the engine does not spend time on them; how many."""
+    stale = [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)) if not any(r.matches(t) for r in runs)]
+    return sum(end_trial(study, t, TrialState.FAIL, "dropped: not asked for by the latest promote/audit") for t in stale)
 
 
 def rerun_spec(spec: Spec, study_name: str, runs: int) -> Spec:

@@ -520,9 +520,10 @@ def run_fixed(spec: Spec, rstudy: optuna.Study, runs: list[Run], quiet: bool, st
     """Queue the runs that have not finished and run them with the engine's claim loop (``--workers``
     slots here; ``hpsearch worker`` processes elsewhere may join). Why the engine stopped early, if it did."""
     from hpsearch.backends.optuna import run
-    from hpsearch.reruns import finished, planned, queue, rerun_spec
+    from hpsearch.reruns import drop_others, finished, planned, queue, rerun_spec
 
     missing = [r for r in runs if finished(rstudy, r) is None]
+    drop_others(rstudy, missing)
     if not missing:
         return None
     added = queue(rstudy, missing)
