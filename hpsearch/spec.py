@@ -233,8 +233,11 @@ class Spec(Section):
 
     def config_for(self, sampled: dict[str, Any]) -> dict[str, Any]:
         """The trial's config: fixed values, overridden by what was sampled. A ``threads`` above a
-        slot's share of the cores is lowered to it: more would only make the slots take turns."""
+        slot's share of the cores is lowered to it: more would only make the slots take turns.
+        ``gpus_per_trial: N`` (N >= 2) sets ``processes: N`` unless the spec sets it (hpsearch/distributed.py)."""
         config = {**self.fixed, **sampled}
+        if self.resources.gpus_per_trial >= 2 and "processes" not in config:  # N GPUs per trial: N data-parallel ranks
+            config["processes"] = int(self.resources.gpus_per_trial)
         threads, cap = config.get("threads"), self._threads_cap
         if cap and isinstance(threads, int) and not isinstance(threads, bool) and threads > cap:
             config["threads"] = cap
@@ -499,6 +502,13 @@ def check_consistency(spec: Spec, errors: list[str]) -> None:
         )
     if spec.sampler.name != "nsga2" and spec.sampler.population_size is not None:
         errors.append(f"sampler.population_size: only nsga2 takes a population size, not {spec.sampler.name}")
+    ranks = spec.fixed.get("processes")
+    fixed_ranks = isinstance(ranks, int) and not isinstance(ranks, bool) and ranks > 1
+    if spec.backend == "ray" and (spec.resources.gpus_per_trial > 1 or fixed_ranks or "processes" in tree.config_keys()):
+        errors.append(
+            "backend: ray runs a trial as one process; data-parallel trials (resources.gpus_per_trial > 1 or processes > 1) "
+            "need backend: optuna (hpsearch/distributed.py starts the ranks), or Ray Train's TorchTrainer inside your objective"
+        )
     if spec.backend == "ray" and spec.resources.trials_per_gpu == "auto":
         errors.append(
             "resources.trials_per_gpu: auto packs the optuna backend's slots by measured GPU memory; Ray places trials "

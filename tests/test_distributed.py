@@ -127,3 +127,24 @@ def _alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return state != "Z" and os.path.exists(f"/proc/{pid}")
+
+
+def test_ray_refuses_data_parallel_trials_in_one_line_and_gpus_per_trial_sets_processes(tmp_path, capsys):
+    from hpsearch.spec import load_spec
+
+    doc = {
+        "study": "r",
+        "objective": f"{RANKS}:objective",
+        "output": str(tmp_path / "runs"),
+        "metric": "val_acc",
+        "space": {"epochs": {"int": [1, 3]}},
+    }
+    spec = tmp_path / "ray.yaml"
+    spec.write_text(yaml.safe_dump({**doc, "backend": "ray", "fixed": {"processes": 2}}))
+    assert main(["run", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "backend: ray runs a trial as one process" in err and "TorchTrainer" in err
+    assert not (tmp_path / "runs").exists()
+
+    spec.write_text(yaml.safe_dump({**doc, "resources": {"gpus_per_trial": 2}}))
+    assert load_spec(spec, check_objective=False).config_for({"epochs": 1})["processes"] == 2
