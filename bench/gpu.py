@@ -19,11 +19,13 @@ One prepared run for a machine with a GPU (about 5-8 minutes on one H100-class G
     .venv/bin/python bench/gpu.py                          # all 12 combinations
     .venv/bin/python bench/gpu.py --compile off            # skip torch.compile (about 1 minute)
     .venv/bin/python bench/gpu.py --smoke                  # tiny, runs on CPU too (no busy/MFU figures)
+    .venv/bin/python bench/gpu.py --packing                # instead: trials_per_gpu auto vs 1 (bench/gpu_packing.py)
 """
 
 from __future__ import annotations
 
 import itertools
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -150,6 +152,12 @@ def measure(cfg: dict[str, Any], device: Any, steps: int, warmup: int, profile_s
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--packing" in argv:  # its own result file and BENCHMARKS.md section, so its own script
+        from gpu_packing import main as packing
+
+        packing([a for a in argv if a != "--packing"])
+        return
     p = parser(__doc__)
     p.add_argument("--amp", nargs="+", default=list(AMP), choices=AMP)
     p.add_argument("--channels-last", nargs="+", default=["off", "on"], choices=["off", "on"])

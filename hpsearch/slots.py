@@ -40,6 +40,7 @@ from hpsearch.study import (
     failures_in_a_row,
     finished_count,
     open_study,
+    own_counts,
     reason,
     refresh,
     summary,
@@ -104,6 +105,7 @@ class Pool:
     live: dict[int, SlotProcess] = field(default_factory=dict)
     workers: set[str] = field(default_factory=set)  # every slot process this run started
     placed: dict[str, Slot] = field(default_factory=dict)  # worker -> its slot (packing: which GPU a trial ran on)
+    crashed: int = 0  # slot processes that died (not a clean exit, not a max_failures stop)
 
     def start(self, slot: Slot, crashes_in_a_row: int = 0) -> None:
         env = {**os.environ, **slot.env(), SPEC_ENV: json.dumps(self.spec.model_dump(mode="json")), "PYTHONUNBUFFERED": "1"}
@@ -139,6 +141,7 @@ class Pool:
         gone = [e for e in self.live.values() if e.proc.poll() is not None]
         for e in gone:
             del self.live[e.slot.index]
+        self.crashed += sum(e.proc.returncode not in (0, STOPPED) for e in gone)
         return gone
 
     def signal_all(self, sig: int) -> None:
@@ -289,33 +292,36 @@ class Watch:
                 devices = self.pool.placed[worker].devices
                 if out_of_memory(t) and devices:
                     self.packer.out_of_memory(devices[0], len(self.on_gpu(devices[0])))
-        plan = self.packer.update()
-        if plan is None:
-            return
-        for line in self.packer.lines():
-            self.progress.print(f"plan: {line}")
-        if not self.stopping:
-            for gpu in self.packer.names:
-                self.follow(gpu, self.packer.wanted(gpu))
+        if self.packer.update() is not None:
+            for line in self.packer.lines():
+                self.progress.print(f"plan: {line}")
+        if self.stopping or self.pool.crashed or (self.pool.deadline and time.time() >= self.pool.deadline):
+            return  # after a slot process died, auto adds no slots: the death may have been memory
+        busy = {t.user_attrs.get(WORKER) for t in trials if t.state == TrialState.RUNNING}
+        idle = sum(e.worker not in busy for e in self.pool.live.values() if e.slot.index not in self.retiring)
+        n = own_counts(self.study)
+        spare = self.spec.budget.trials - sum(n.get(s, 0) for s in CLAIMED) - idle  # unclaimed trials no idle slot will take
+        for gpu in self.packer.names:
+            spare -= self.follow(gpu, self.packer.wanted(gpu), max(0, spare))
 
     def on_gpu(self, gpu: str) -> list[SlotProcess]:
         return [e for e in self.pool.live.values() if e.slot.devices == (gpu,) and e.slot.index not in self.retiring]
 
-    def follow(self, gpu: str, wanted: int) -> None:
+    def follow(self, gpu: str, wanted: int, spare: int) -> int:
+        """Retire the newest slots on ``gpu`` beyond ``wanted``, or start up to ``spare`` new ones; how many started."""
         slots = sorted(self.on_gpu(gpu), key=lambda e: e.slot.index)
         for e in slots[wanted:]:  # the newest first: they ran the fewest trials
             self.retiring.add(e.slot.index)
             with contextlib.suppress(ProcessLookupError):
                 e.proc.send_signal(signal.SIGUSR1)
             self.progress.print(f"slot {e.slot.index} (GPU {gpu}) finishes its trial and stops: the plan has {wanted} there")
-        budget_left = self.spec.budget.trials - sum(1 for t in self.study.get_trials(deepcopy=False) if t.state in CLAIMED)
-        if self.pool.deadline and time.time() >= self.pool.deadline:
-            return
-        for _ in range(min(wanted - len(slots), budget_left)):
+        started = max(0, min(wanted - len(slots), spare))
+        for _ in range(started):
             slot = Slot(self.next_index, (gpu,), next(iter(self.pool.placed.values())).threads)  # the plan's share
             self.next_index += 1
             self.pool.start(slot)
             self.progress.print(f"{slot.label()}: started for the plan (pid {self.pool.live[slot.index].pid})")
+        return started
 
 
 def claimed_config(spec: Spec, trial: FrozenTrial) -> dict[str, Any]:
@@ -328,7 +334,8 @@ def claimed_config(spec: Spec, trial: FrozenTrial) -> dict[str, Any]:
 
 
 def out_of_memory(trial: FrozenTrial) -> bool:
-    return bool(trial.user_attrs.get("oom_retries")) or str(trial.user_attrs.get("reason", "")).startswith("failed: out of memory")
+    """Retried with a smaller micro-batch, or failed on it (also "failed: OutOfMemoryError: CUDA out of memory ...")."""
+    return bool(trial.user_attrs.get("oom_retries")) or "out of memory" in str(trial.user_attrs.get("reason", "")).lower()
 
 
 def packer_for(spec: Spec, slots: list[Slot]) -> tuple[Packer | None, str | None]:

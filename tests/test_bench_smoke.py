@@ -31,6 +31,7 @@ FIGURES = {
     "parallel_slots": {"trials_per_hour_1_slot", "trials_per_hour_2_slots", "speedup"},
     "growth": {"growth_ratio"},
     "gpu": {"combinations", "fastest"},
+    "gpu_packing": {"auto_over_1", "medians", "runs"},
 }
 
 

@@ -1,0 +1,125 @@
+"""GPU packing: trials per hour with `trials_per_gpu: auto` against 1 trial per GPU, on spaces/fashion.yaml.
+
+The Fashion-MNIST search (cnn width 24, 12,000-image subset, 8 epochs per trial) through the
+CLI as a user runs it, on every visible GPU (`resources.gpus_per_trial=1`, `workers=null`),
+with pruning off so every trial trains its full 8 epochs whichever configs the sampler picks
+(batch_size 64-256 still varies the memory per trial, which is what auto re-plans on). Runs
+alternate 1, auto, auto, 1, ... Figures per run: wall time from the command's start to its
+exit (process starts, dataset loading and the last trial's tail included, as a user waits
+for them), trials per hour, epochs per hour, the most slots per GPU auto planned, and the
+out-of-memory retries.
+
+Needs a CUDA GPU; --smoke runs the same code path on CPU with the engine's fake GPUs
+(HPSEARCH_FAKE_GPUS=1, HPSEARCH_FAKE_GPU_MEM_MB) and the torch-free memory fixture, so its
+figures mean nothing.
+
+    .venv/bin/python bench/gpu_packing.py                  # 24 trials per run, 2 repeats (about 10-20 minutes on one GPU)
+    .venv/bin/python bench/gpu_packing.py --trials 12 --repeats 1
+    .venv/bin/python bench/gpu.py --packing                # the same
+    .venv/bin/python bench/gpu_packing.py --smoke
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from common import ROOT, Timer, interleave, median, parser, ratio, write_result
+
+MEMORY = ROOT / "tests" / "fixtures" / "memory.py"
+PLAN = re.compile(r"plan: GPU (\S+): (\d+) slots?")
+
+
+def run_cli(mode: str, trials: int, folder: Path, smoke: bool) -> dict[str, Any]:
+    import optuna
+
+    study = f"pack-{mode}-{time.monotonic_ns()}"
+    sets = ["pruner.name=none", "budget.timeout=36000", "budget.max_failures=5", "resources.workers=null", "resources.gpus_per_trial=1"]
+    sets.append(f"resources.trials_per_gpu={mode}")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if smoke:  # the fake GPU and the torch-free fixture: the code path, not a measurement
+        sets += [f"objective={MEMORY}:objective", "fixed.epochs=1", "fixed.sleep=0.1"]
+        env.update(HPSEARCH_FAKE_GPUS="1", HPSEARCH_FAKE_GPU_MEM_MB="24000")
+    cmd = [sys.executable, "-m", "hpsearch.cli", "run", str(ROOT / "spaces" / "fashion.yaml"), "--trials", str(trials)]
+    cmd += ["--study", study, "--output", str(folder)] + [arg for s in sets for arg in ("--set", s)]
+    with Timer() as t:
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench/gpu_packing.py: {mode} run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    done = [
+        tr
+        for tr in optuna.load_study(study_name=study, storage=f"sqlite:///{folder / study / 'study.db'}").get_trials()
+        if tr.state.is_finished() and tr.state != optuna.trial.TrialState.FAIL
+    ]
+    epochs = sum(int(tr.user_attrs.get("epochs") or 0) for tr in done)
+    peaks = [float(tr.user_attrs["peak_mem_mb"]) for tr in done if tr.user_attrs.get("peak_mem_mb")]
+    planned = [int(n) for _, n in PLAN.findall(proc.stdout)]
+    return {
+        "wall_s": t.s,
+        "trials": len(done),
+        "trials_per_hour": 3600 * len(done) / t.s,
+        "epochs_per_hour": 3600 * epochs / t.s,
+        "most_slots_per_gpu": max(planned, default=1),
+        "oom_retries": sum(int(tr.user_attrs.get("oom_retries") or 0) for tr in done),
+        "peak_mem_mb_max": max(peaks, default=None),
+        "plan_lines": [line.strip() for line in proc.stdout.splitlines() if "plan: GPU" in line],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = parser(__doc__)
+    p.add_argument("--trials", type=int, default=24, help="finished trials per run")
+    p.add_argument("--repeats", type=int, default=2, help="runs of each variant, interleaved")
+    args = p.parse_args(argv)
+    started = time.perf_counter()
+    gpu = None
+    if not args.smoke:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SystemExit("bench/gpu_packing.py: no CUDA device; run it on a machine with a GPU, or use --smoke to check it on CPU")
+        gpu = f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
+    else:
+        args.trials, args.repeats = 1, 1
+    with tempfile.TemporaryDirectory(prefix="hpsearch-packing-") as tmp:
+        runs = interleave({m: (lambda r, m=m: run_cli(m, args.trials, Path(tmp), args.smoke)) for m in ("1", "auto")}, args.repeats)
+    med = {m: {k: median([r[k] for r in rs]) for k in ("wall_s", "trials_per_hour", "epochs_per_hour")} for m, rs in runs.items()}
+    speedup = ratio(med["auto"]["trials_per_hour"], med["1"]["trials_per_hour"])
+    most = max(r["most_slots_per_gpu"] for r in runs["auto"])
+    rows = [
+        [
+            m,
+            f"{med[m]['wall_s']:.0f}",
+            f"{med[m]['trials_per_hour']:.0f}",
+            f"{med[m]['epochs_per_hour']:.0f}",
+            max(r["most_slots_per_gpu"] for r in rs),
+        ]
+        + [sum(r["oom_retries"] for r in rs)]
+        for m, rs in runs.items()
+    ]
+    write_result(
+        args.out,
+        "gpu_packing",
+        "GPU packing: trials_per_gpu auto vs 1",
+        headline=f"auto: {speedup:.2f}x the trials per hour of 1 per GPU (up to {most} slots per GPU)",
+        smoke=args.smoke,
+        goal="(no target) trials per hour, auto vs 1 per GPU",
+        goal_met=None,
+        figures={"gpu": gpu, "trials": args.trials, "repeats": args.repeats, "auto_over_1": speedup, "medians": med, "runs": runs},
+        table={"columns": ["trials_per_gpu", "wall s", "trials/h", "epochs/h", "most slots per GPU", "OOM retries"], "rows": rows},
+        notes=[
+            "Medians over the repeats; wall time includes process starts and dataset loading, as a user waits for them.",
+            "Pruning off (pruner.name=none): every trial trains its full epochs, so trials per hour compares like with like.",
+        ],
+        started=started,
+    )
+
+
+if __name__ == "__main__":
+    main()
