@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     write_result(
         args.out,
         "gpu_packing",
-        "GPU packing: trials_per_gpu auto vs 1",
+        "GPU packing: auto vs one trial per GPU",
         headline=f"auto: {speedup:.2f}x the trials per hour of 1 per GPU (up to {most} slots per GPU)",
         smoke=args.smoke,
         goal="(no target) trials per hour, auto vs 1 per GPU",

@@ -34,7 +34,7 @@ ORDER = (
 TITLES = {  # headings of benchmarks without a result yet
     "gpu": "GPU training step",
     "parallel_slots": "Parallel trial slots",
-    "gpu_packing": "GPU packing: trials_per_gpu auto vs 1",
+    "gpu_packing": "GPU packing: auto vs one trial per GPU",
 }
 NOT_RUN = {  # why a benchmark has no result, where that is known
     "parallel_slots": "Not rerun since the engine moved to slots.py: the earlier figure (2 slots: 2.08x the trials per hour "
