@@ -233,6 +233,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"training {result.reason} after {result.epochs} epochs; see {run_dir}", file=sys.stderr)
         return 1
     print("final: " + " ".join(f"{k}={fmt(v)}" for k, v in result.metrics.items()))
+    if "best_epoch" in result.metrics:  # early_stopping: say which weights model.pt holds
+        best, stopped = int(result.metrics["best_epoch"]), int(result.metrics["stopped_epoch"])
+        weights = ", as are model.pt's weights (model_last.pt: the last epoch's)" if (run_dir / "model_last.pt").exists() else ""
+        print(f"early stopping: stopped after epoch {stopped}; the final metrics are epoch {best}'s{weights}")
     print(
         f"wrote {run_dir / 'metrics.json'}"
         + (f" and {run_dir / 'model.pt'}" if (run_dir / "model.pt").exists() else "")

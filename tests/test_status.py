@@ -1,0 +1,209 @@
+"""``hpsearch status SPEC``: budget, best, workers, running trials and failures, read from the storage only."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import FrozenTrial, TrialState
+
+from hpsearch.cli import main
+from hpsearch.liveness import BEAT, PROCESS
+from hpsearch.status import BeatWatch, Running, eta, heartbeat_text, workers
+from hpsearch.storage import open_storage, set_attrs
+from tests.conftest import ROOT, TOY, cli
+
+# Trials in a fixed order: 0 completes (best, lr=0.01), 1 fails at epoch 1, 2 completes;
+# then the test adds trial 3, RUNNING on another machine at epoch 3 of 6.
+SPEC = f"""
+study: toy
+objective: {TOY}:objective
+output: runs
+budget: {{trials: 2, max_failures: null}}
+pruner: none
+sampler: random
+fixed: {{epochs: 2}}
+space:
+  lr: {{float: [1.0e-4, 1.0], log: true}}
+  fail_at: {{choice: [0, 1]}}
+warm_start:
+  - {{lr: 0.01, fail_at: 0}}
+  - {{lr: 0.001, fail_at: 1}}
+  - {{lr: 0.1, fail_at: 0}}
+"""
+ELSEWHERE = "gpu-box:4242"  # the worker of the RUNNING trial: a process on another machine
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("status")
+    path = folder / "spec.yaml"
+    path.write_text(SPEC)
+    assert main(["run", str(path), "--quiet"]) == 0
+    study = optuna.load_study(study_name="toy", storage=open_storage(f"sqlite:///{folder / 'runs' / 'toy' / 'study.db'}"))
+    trial = study.ask()  # what a worker elsewhere has mid-way: claimed, stamped, 3 epochs reported, 7 beats
+    for epoch in (1, 2, 3):
+        trial.report(0.5, epoch)
+    who = {"host": "gpu-box", "boot": "x", "pid": 4242, "start": "1"}
+    set_attrs(study, trial, user={"worker": ELSEWHERE, "config": {"epochs": 6, "lr": 0.01}}, system={PROCESS: who, BEAT: 7})
+    return path
+
+
+def status(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``hpsearch status ARGS`` in this process (as the CLI runs it), with what it printed."""
+    capsys.readouterr()
+    code = main(["status", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def rows_after(out: str, title: str) -> list[list[str]]:
+    """The rows (split on spaces) of the table whose title starts with ``title``, header dropped."""
+    block = out.split(f"\n\n{title}", 1)[1].split("\n\n", 1)[0]
+    return [line.split() for line in block.splitlines()[2:]]
+
+
+def test_status_shows_budget_best_workers_running_and_failures(spec: Path, capsys: pytest.CaptureFixture[str]):
+    db = spec.parent / "runs" / "toy" / "study.db"
+    before = db.stat().st_mtime_ns
+    code, out, err = status(capsys, str(spec))
+    assert code == 0, err
+    assert "budget: 2/2 done, 1 running, 1 failed; budget reached" in out
+    assert "best: val_acc=0.75 (trial 0)" in out  # toy: 1 * (1 - 0.5**2) at lr=0.01
+    me = f"{socket.gethostname()}:{os.getpid()}"  # the fixture ran the study in this process
+    by_worker = {row[0]: row for row in rows_after(out, "workers")}
+    assert by_worker[me][1:4] == ["1", "-", "-"] and by_worker[me][-2:] == ["2", "1"]  # 1 slot, idle, 2 done, 1 failed
+    assert by_worker[ELSEWHERE][1:5] == ["1", "3", "7", "in"] and by_worker[ELSEWHERE][-2:] == ["0", "0"]  # runs trial 3, 7 beats
+    [running] = rows_after(out, "running")
+    assert running[:2] == ["3", "3/6"] and running[3] == ELSEWHERE  # trial 3 at epoch 3 of 6
+    [failure] = rows_after(out, "recent failures")
+    assert failure[0] == "1" and "failed: RuntimeError: boom at epoch 1" in " ".join(failure)
+    assert db.stat().st_mtime_ns == before  # read only
+
+
+def test_status_json(spec: Path, capsys: pytest.CaptureFixture[str]):
+    code, out, err = status(capsys, str(spec), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["budget"]["done"], doc["budget"]["total"], doc["budget"]["running"], doc["budget"]["failed"]) == (2, 2, 1, 1)
+    assert doc["best"] == {"metrics": ["val_acc"], "values": [pytest.approx(0.75)], "number": 0, "pareto": 0}
+    [running] = doc["running"]
+    assert (running["number"], running["epoch"], running["epochs"], running["worker"], running["beat"]) == (3, 3, 6, ELSEWHERE, 7)
+    assert {w["name"]: (w["done"], w["failed"]) for w in doc["workers"]}[ELSEWHERE] == (0, 0)
+    assert [f["number"] for f in doc["failures"]] == [1] and "boom at epoch 1" in doc["failures"][0]["reason"]
+
+
+def test_missing_study_is_one_line_and_creates_nothing(tmp_path: Path, spec: Path, capsys: pytest.CaptureFixture[str]):
+    fresh = tmp_path / "spec.yaml"
+    fresh.write_text(SPEC)
+    result = cli("status", str(fresh))  # as a user runs it: a fresh process
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "no study database at" in result.stderr
+    assert not (tmp_path / "runs").exists()
+    db = f"sqlite:///{spec.parent / 'runs' / 'toy' / 'study.db'}"
+    code, _, err = status(capsys, str(spec), "--storage", db, "--study", "nope")  # the database exists, the study does not
+    assert code == 2 and err.count("\n") == 1 and "no study named 'nope'" in err
+    names = optuna.get_all_study_names(open_storage(db, read_only=True))
+    assert names == ["toy"]
+
+
+def test_watch_refreshes_until_ctrl_c_then_exits_0(spec: Path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpsearch.cli", "status", str(spec), "--watch", "0.2"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # Ctrl-C as in a terminal, also from a background job
+    )
+    assert proc.stdout is not None
+    refreshes = 0
+    deadline = time.monotonic() + 120
+    while refreshes < 2 and time.monotonic() < deadline:  # two screens: it refreshed
+        line = proc.stdout.readline()
+        assert line, proc.communicate()
+        refreshes += line.startswith("budget:")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert refreshes == 2
+    assert proc.returncode == 0 and "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------- the numbers, on made-up histories
+
+T0 = datetime(2026, 1, 1, 12, 0, 0)
+
+
+def made(number: int, state: TrialState, start: float, end: float | None, worker: str = "a:1") -> FrozenTrial:
+    """A trial that ran from ``start`` to ``end`` minutes after T0."""
+    return FrozenTrial(
+        number=number,
+        state=state,
+        value=0.5 if state == TrialState.COMPLETE else None,
+        datetime_start=T0 + timedelta(minutes=start),
+        datetime_complete=None if end is None else T0 + timedelta(minutes=end),
+        params={},
+        distributions={},
+        user_attrs={"worker": worker},
+        system_attrs={},
+        intermediate_values={},
+        trial_id=number,
+    )
+
+
+def test_eta_from_the_recent_rate_ignores_a_pause_between_runs():
+    # a first run: 5 trials of 1 minute; a 2-hour pause; this run: 6 trials of 1 minute, one running now
+    first = [made(i, TrialState.COMPLETE, i, i + 1) for i in range(5)]
+    this = [made(10 + i, TrialState.COMPLETE, 200 + i, 201 + i) for i in range(6)]
+    now = T0 + timedelta(minutes=206.5)
+    rate, seconds, note = eta([*first, *this, made(20, TrialState.RUNNING, 206, None)], 13, 1, now)
+    assert rate == pytest.approx(6 / 6.5)  # 6 finished in the 6.5 minutes of this run
+    assert seconds == pytest.approx(13 / (6 / 6.5) * 60)
+    assert "over the last 6 finished" in note
+
+
+def test_eta_unknown_without_enough_data():
+    one = [made(0, TrialState.COMPLETE, 0, 1), made(1, TrialState.RUNNING, 1, None)]
+    assert eta(one, 5, 1, T0 + timedelta(minutes=2))[1:] == (None, "unknown: fewer than 2 trials finished in this run")
+    assert eta(one[:1], 5, 0, T0 + timedelta(minutes=2))[1:] == (None, "unknown: no trial is running")
+
+
+def test_slots_are_the_most_trials_a_host_ran_at_once():
+    # host a: two processes, trials back to back in each (at most 2 at once); host b: one process
+    trials = [
+        made(0, TrialState.COMPLETE, 0, 1, "a:1"),
+        made(1, TrialState.COMPLETE, 1, 2, "a:1"),
+        made(2, TrialState.PRUNED, 0.5, 1.5, "a:2"),
+        made(3, TrialState.RUNNING, 2, None, "a:2"),
+        made(4, TrialState.FAIL, 0, 3, "b:9"),
+    ]
+    rows = {w.name: w for w in workers(trials, T0 + timedelta(minutes=4))}
+    assert (rows["a:1"].slots, rows["a:2"].slots, rows["b:9"].slots) == (2, 2, 1)
+    assert (rows["a:2"].done, rows["a:2"].running, rows["b:9"].failed) == (1, [3], 1)
+    assert next(iter(rows)) == "a:2"  # a worker running a trial is listed first
+
+
+def test_watch_says_whether_the_beat_moved():
+    clock = [0.0]
+    watch = BeatWatch(clock=lambda: clock[0])
+
+    def seen(beat: int, at: float) -> str:
+        clock[0] = at
+        r = Running(number=3, epoch=1, epochs=None, started=None, elapsed_s=at + 60, worker="a:1", beat=beat)
+        watch.update(type("S", (), {"running": [r]})())  # type: ignore[arg-type]
+        return heartbeat_text(r, grace_s=30)
+
+    assert seen(6, 0) == "6 in 1m00s"  # first sight: no judgement
+    assert seen(7, 5) == "7 in 1m05s, moved"
+    assert seen(7, 20) == "7 in 1m20s, still 15s"
+    assert seen(7, 40) == "7 in 1m40s, still 35s (dead? no beat for a grace period)"
