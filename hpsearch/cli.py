@@ -246,7 +246,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from hpsearch import profile
+    from hpsearch import profile, results
 
     variants = profile.parse_compare(args.compare) if args.compare else None  # bad text: one line before any work
     source = profile.resolve(args.target, args.trial)
@@ -258,8 +258,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     result = profile.profile_config(source, args.steps, Path(args.out) if args.out else None)
     print(f"{args.steps} steps profiled (after one warm-up step); host time per phase:")
     print(profile.profile_text(result))
-    logdir = result.trace.parent.parent  # the profiler plugin reads <logdir>/<run>/*.pt.trace.json
-    print(f"trace: {result.trace} (open in ui.perfetto.dev or chrome://tracing; TensorBoard: tensorboard --logdir {logdir})")
+    trace, logdir = results.shown(result.trace), results.shown(result.trace.parent.parent)  # the plugin reads <logdir>/<run>/
+    print(f"trace: {trace} (open in ui.perfetto.dev or chrome://tracing; TensorBoard: tensorboard --logdir {logdir})")
     return 0
 
 
@@ -427,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Smith's lr range test, per optimizer option of the space, the other parameters at their middle (log-middle of a "
             "log range, middle of a linear one, median of numeric choices, first of other choices). The lr rises exponentially "
             "from the option's low/10 to its high*10; the test stops when the smoothed loss exceeds 4x its minimum. Suggested: "
-            "high = 3x the lr at the min smoothed loss (at most half the lr where it diverged), low = high / 30. "
+            "high = 3x the lr at the min smoothed loss (never above the top lr tested, half of it if it diverged there), "
+            "low = high / 30. "
             "Cost: per option at most --steps training steps and no validation pass; by default one epoch of the training "
             "split (a tiny dataset's epoch is repeated up to 100 steps, never past one trial's steps): about 1/E of an "
             "E-epoch trial per option. Built-in objective only."

@@ -11,7 +11,6 @@ variant (no profiler) and gives samples/s. Both need an objective with a ``build
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import resource
 import time
@@ -23,7 +22,6 @@ from typing import Any
 import yaml
 
 from hpsearch.errors import UserError
-from hpsearch.space import Choice, Const, Float, Int, Param
 
 MAX_VARIANTS = 16  # --compare runs their product one after another
 
@@ -64,7 +62,9 @@ class Variant:
 
 
 def resolve(path: str | Path, trial: int | None = None) -> Source:
-    """A spec (its best trial, ``trial``, or its fixed + middle values) or an exported CONFIG.yaml."""
+    """A spec (its best trial, ``trial``, or its fixed values and the middle of its space: the log-middle of
+    a log range, the middle of a linear one, the median of numeric choices, the first of other choices)
+    or an exported CONFIG.yaml."""
     from hpsearch.spec import read_yaml
 
     where = str(path)
@@ -87,6 +87,7 @@ def _from_config(where: str) -> Source:
 
 def _from_spec(where: str, number: int | None) -> Source:
     from hpsearch import results
+    from hpsearch.lrfind import middle
     from hpsearch.spec import load_spec
 
     spec = load_spec(where)
@@ -100,7 +101,7 @@ def _from_spec(where: str, number: int | None) -> Source:
         return Source(objective, dict(trial.user_attrs["config"]), chosen, out, where)
     config = spec.config_for(spec.tree.walk(lambda path, p: middle(p)))
     why = "has no finished trials" if study is not None else "has not been run"
-    chosen = f"the spec's fixed values, each range at its middle and each choice at its first option (study {spec.study!r} {why})"
+    chosen = f"the spec's fixed values and its space's middle, as lr-find takes it (study {spec.study!r} {why})"
     return Source(objective, config, chosen, out, where)
 
 
@@ -113,20 +114,6 @@ def _study_or_none(spec: Any, must: bool) -> Any:
         if must:
             raise
         return None
-
-
-def middle(param: Param) -> Any:
-    """The middle of a range (geometric on a log scale, on the step grid), a choice's first option."""
-    if isinstance(param, Const):
-        return param.value
-    if isinstance(param, Choice):
-        return param.options[0]
-    mid = math.sqrt(param.low * param.high) if param.log else (param.low + param.high) / 2
-    if isinstance(param, Int):
-        return param.low + round((mid - param.low) / param.step) * param.step
-    if isinstance(param, Float) and param.step:
-        return param.low + round((mid - param.low) / param.step) * param.step
-    return mid
 
 
 # ---------------------------------------------------------------------------- --compare
@@ -211,8 +198,9 @@ def profile_config(source: Source, steps: int, out: Path | None = None) -> Profi
     cuda = run.device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats(run.device)
-    # Kineto logs "gpuGetDeviceCount failed" as an ERROR on every machine without a GPU; users set it lower to debug
-    os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+    # Kineto prints from level up (4 ERROR, 5 USDT start/stop markers). On CPU its only ERROR is
+    # "gpuGetDeviceCount failed" (no GPU), so silence it all; on a GPU keep errors (CUPTI permissions).
+    os.environ.setdefault("KINETO_LOG_LEVEL", "4" if cuda else "6")
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     handler = tensorboard_trace_handler(str(folder), worker_name="hpsearch")
     with profile(activities=activities, record_shapes=True, profile_memory=True, on_trace_ready=handler) as prof:

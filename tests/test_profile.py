@@ -70,7 +70,7 @@ def test_a_spec_without_a_study_is_profiled_at_its_middle_values(write_spec, tmp
     spec = write_spec(SPEC)
     assert main(["profile", str(spec), "--steps", "2"]) == 0
     out = capsys.readouterr().out
-    assert "the spec's fixed values, each range at its middle and each choice at its first option" in out
+    assert "the spec's fixed values and its space's middle, as lr-find takes it" in out
     assert "has not been run" in out and "lr: 0.1," in out and "optimizer: sgd" in out  # sqrt(0.01 * 1.0)
     assert list((tmp_path / "runs" / "prof" / "profile").glob("*.pt.trace.json"))
 
