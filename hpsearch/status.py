@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 FAILURES = 5  # recent failures shown
 RATE_WINDOW = 20  # the ETA's rate is measured over at most this many of the latest finished trials
+PAUSE_S = 300  # seconds with no trial running that end a run of the study (one slot's gap between trials: well under 1 s)
 WORKERS_SHOWN = 12  # rows of the workers table on screen (--json has them all)
 
 
@@ -261,13 +262,13 @@ def budget(trials: list[FrozenTrial], spec: Spec, now: datetime) -> Budget:
 def eta(trials: list[FrozenTrial], left: int, n_running: int, now: datetime) -> tuple[float | None, float | None, str]:
     """(finished trials per minute, seconds to the budget, how it was measured or why unknown).
 
-    The rate counts trials finished since the current run began (the last moment no trial was
-    running), at most the latest RATE_WINDOW of them, up to now: an hour-long pause between two
-    runs of the study does not slow the estimate, a stall now does."""
+    The rate counts trials finished since the current run began (the end of the last pause:
+    PAUSE_S with no trial running), at most the latest RATE_WINDOW of them, up to now: an
+    hour-long pause between two runs of the study does not slow the estimate, a stall now does."""
     if left <= 0:
         return None, 0.0, "budget reached"
     if not n_running:
-        return None, None, "unknown: no trial is running"
+        return None, None, "no trial is running"
     begun = session_start(trials, now)
     ends = sorted(
         t.datetime_complete
@@ -275,22 +276,22 @@ def eta(trials: list[FrozenTrial], left: int, n_running: int, now: datetime) -> 
         if t.state.name in ("COMPLETE", "PRUNED") and t.datetime_complete and t.datetime_complete >= begun
     )
     if len(ends) < 2:
-        return None, None, "unknown: fewer than 2 trials finished in this run"
+        return None, None, "fewer than 2 trials finished since this run began"
     if len(ends) > RATE_WINDOW:
         ends, begun = ends[-RATE_WINDOW:], ends[-RATE_WINDOW - 1]
     minutes = (now - begun).total_seconds() / 60
     if minutes <= 0:
-        return None, None, "unknown: no time has passed"
+        return None, None, "no time has passed"
     rate = len(ends) / minutes
     return rate, left / rate * 60, f"{rate:.3g} trials/min over the last {len(ends)} finished"
 
 
 def session_start(trials: list[FrozenTrial], now: datetime) -> datetime:
-    """Start of the latest stretch of time in which some trial was always running."""
+    """Start of the latest stretch of time with no pause longer than PAUSE_S between trials."""
     spans = sorted((t.datetime_start, t.datetime_complete or now) for t in trials if t.datetime_start)
     begun, reach = now, datetime.min
     for start, end in spans:
-        if start > reach:
+        if (start - reach).total_seconds() > PAUSE_S:
             begun = start
         reach = max(reach, end)
     return begun
@@ -388,7 +389,7 @@ def best_line(b: Best) -> str:
     return f"best: {shown} (trial {b.number})"
 
 
-Section = tuple[str, list[str], list[list[Any]]]  # title, header, rows
+Section = tuple[str, list[str], list[list[Any]], str]  # title, header, rows, a note on how to read it
 
 
 def screen(s: Status) -> tuple[list[str], list[Section]]:
@@ -398,17 +399,19 @@ def screen(s: Status) -> tuple[list[str], list[Section]]:
     hidden = len(s.workers) - len(workers)
     sections: list[Section] = [
         (
-            f"workers ({len(s.workers)}{f', {hidden} not shown' if hidden else ''}; heartbeat = beats in the running trial's age, one per {s.heartbeat_s:g} s)",
+            f"workers ({len(s.workers)}{f', {hidden} not shown' if hidden else ''})",
             ["worker", "slots", "running", "heartbeat", "last seen", "done", "failed"],
             [
                 [w.name, w.slots, ", ".join(map(str, w.running)) or "-", _worker_beat(w, s), clock_time(w.last_seen), w.done, w.failed]
                 for w in workers
             ],
+            f"slots = most trials seen at once on a host; heartbeat = beats in the running trial's age, one per {s.heartbeat_s:g} s",
         ),
         (
             f"running ({len(s.running)})",
             ["trial", "epoch", "elapsed", "worker", "heartbeat"],
             [[r.number, _epoch(r), duration(r.elapsed_s), r.worker, heartbeat_text(r, s.grace_s)] for r in s.running],
+            "",
         ),
         (
             f"recent failures ({len(s.failures)} of {s.budget.failed})",
@@ -422,6 +425,7 @@ def screen(s: Status) -> tuple[list[str], list[Section]]:
                 ]
                 for f in s.failures
             ],
+            "",
         ),
     ]
     return heading, [sec for sec in sections if sec[2]]
@@ -440,7 +444,9 @@ def _worker_beat(w: Worker, s: Status) -> str:
 
 def render_text(s: Status) -> str:
     heading, sections = screen(s)
-    blocks = ["\n".join(heading)] + [f"{title}\n{plain_table(header, rows)}" for title, header, rows in sections]
+    blocks = ["\n".join(heading)] + [
+        f"{title}{f': {note}' if note else ''}\n{plain_table(header, rows)}" for title, header, rows, note in sections
+    ]
     return "\n\n".join(blocks)
 
 
@@ -451,8 +457,8 @@ def render_rich(s: Status) -> RenderableType:
 
     heading, sections = screen(s)
     parts: list[RenderableType] = [Text(heading[0], style="bold"), *(Text(line) for line in heading[1:])]
-    for title, header, rows in sections:
-        table = Table(title=title, title_justify="left", expand=False)
+    for title, header, rows, note in sections:
+        table = Table(title=title, title_justify="left", caption=note or None, caption_justify="left")
         for i, name in enumerate(header):
             numeric = all(isinstance(row[i], (int, float)) for row in rows)
             table.add_column(name, justify="right" if numeric else "left", overflow="fold")

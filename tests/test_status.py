@@ -162,20 +162,20 @@ def made(number: int, state: TrialState, start: float, end: float | None, worker
 
 
 def test_eta_from_the_recent_rate_ignores_a_pause_between_runs():
-    # a first run: 5 trials of 1 minute; a 2-hour pause; this run: 6 trials of 1 minute, one running now
+    # a first run: 5 trials of 1 minute; a 2-hour pause; this run: 6 trials of 1 minute, 3 s apart (one slot), one running now
     first = [made(i, TrialState.COMPLETE, i, i + 1) for i in range(5)]
-    this = [made(10 + i, TrialState.COMPLETE, 200 + i, 201 + i) for i in range(6)]
+    this = [made(10 + i, TrialState.COMPLETE, 200 + i + 0.05, 201 + i) for i in range(6)]
     now = T0 + timedelta(minutes=206.5)
     rate, seconds, note = eta([*first, *this, made(20, TrialState.RUNNING, 206, None)], 13, 1, now)
-    assert rate == pytest.approx(6 / 6.5)  # 6 finished in the 6.5 minutes of this run
-    assert seconds == pytest.approx(13 / (6 / 6.5) * 60)
+    assert rate == pytest.approx(6 / 6.45)  # 6 finished in the 6.45 minutes of this run
+    assert seconds == pytest.approx(13 / (6 / 6.45) * 60)
     assert "over the last 6 finished" in note
 
 
 def test_eta_unknown_without_enough_data():
     one = [made(0, TrialState.COMPLETE, 0, 1), made(1, TrialState.RUNNING, 1, None)]
-    assert eta(one, 5, 1, T0 + timedelta(minutes=2))[1:] == (None, "unknown: fewer than 2 trials finished in this run")
-    assert eta(one[:1], 5, 0, T0 + timedelta(minutes=2))[1:] == (None, "unknown: no trial is running")
+    assert eta(one, 5, 1, T0 + timedelta(minutes=2))[1:] == (None, "fewer than 2 trials finished since this run began")
+    assert eta(one[:1], 5, 0, T0 + timedelta(minutes=2))[1:] == (None, "no trial is running")
 
 
 def test_slots_are_the_most_trials_a_host_ran_at_once():
