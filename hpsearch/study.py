@@ -156,7 +156,7 @@ def check_warm_start(spec: Spec) -> None:
     if spec.warm_start.study is None:
         return
     path = sqlite_path(spec.storage_url)
-    if path is not None and path.exists() or path is None:
+    if path is None or path.exists():  # the study may exist already
         with contextlib.suppress(UserError):  # the study's own storage problems are reported where it is opened
             names = optuna.get_all_study_names(open_storage(spec.storage_url, read_only=path is not None))
             if spec.study in names:
