@@ -93,6 +93,7 @@ class Plan:
     overhead_mb: float
     cap: int
     ceilings: tuple[int | None, ...]  # after an out-of-memory retry on that GPU
+    measured_mb: float | None = None  # the largest peak measured; below trial_mb when a larger config was seen
 
     def lines(self, names: Sequence[str], probes: Sequence[Probe]) -> list[str]:
         return [self.line(i, name, probes[i]) for i, name in enumerate(names)]
@@ -102,8 +103,9 @@ class Plan:
         head = f"GPU {name}: {n} slot{'s' if n != 1 else ''}"
         if self.trial_mb is None:
             return f"{head} until a trial reports its peak memory ({probe.free_mb:,.0f} MB free)"
+        scaled = f" est. from {self.measured_mb:,.0f} MB measured" if self.measured_mb and self.trial_mb > self.measured_mb else ""
         why = (
-            f"peak {self.trial_mb:,.0f} MB + {self.overhead_mb:,.0f} MB/process, "
+            f"peak {self.trial_mb:,.0f} MB{scaled} + {self.overhead_mb:,.0f} MB/process, "
             f"{100 * self.margin:.0f}% margin of {probe.free_mb:,.0f} MB free"
         )
         if n == self.ceilings[i]:
@@ -145,7 +147,8 @@ def plan(
     while total is not None and sum(slots) > max(total, len(slots)):
         i = max(range(len(slots)), key=lambda k: (slots[k], k))  # the fullest; of equals, the last
         slots[i] -= 1
-    return Plan(tuple(max(1, n) for n in slots), need, margin, overhead_mb, cap, tuple(ceilings))
+    measured = max((p.mb for p in peaks), default=None)
+    return Plan(tuple(max(1, n) for n in slots), need, margin, overhead_mb, cap, tuple(ceilings), measured)
 
 
 @dataclass

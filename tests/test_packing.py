@@ -58,7 +58,12 @@ def test_a_larger_config_raises_the_estimate_by_batch_size_and_width_squared():
     assert trial_mb(measured, [Size(64, 32)]) == 8000  # 2x the width, squared
     assert trial_mb(measured, [Size(32, 8)]) == 2000  # smaller configs never lower it
     assert plan([GPU24], measured, cap=8).slots == (8,)  # 20,400 / 2,500
-    assert plan([GPU24], measured, cap=8, sizes=[Size(256, 16)]).slots == (2,)  # 20,400 / 8,500
+    larger = plan([GPU24], measured, cap=8, sizes=[Size(256, 16)])
+    assert larger.slots == (2,)  # 20,400 / 8,500
+    assert (
+        larger.line(0, "0", GPU24)
+        == "GPU 0: 2 slots (peak 8,000 MB est. from 2,000 MB measured + 500 MB/process, 15% margin of 24,000 MB free)"
+    )
 
 
 def test_workers_bound_the_total_taking_from_the_fullest_gpus():
