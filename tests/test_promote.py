@@ -129,3 +129,26 @@ def test_a_worker_joins_a_promote_study_and_runs_only_its_queued_runs(lucky, tmp
     assert main(["promote", str(lucky), "--top", "2", "--seeds", "3", "--quiet"]) == 0
     out = capsys.readouterr().out
     assert out.count("(from an earlier promote run)") == 6 and "promoted trial 1: val_acc 0.7 ± 0 over 3 seeds" in out
+
+
+def test_failed_reruns_show_their_reason_and_the_next_promote_runs_only_what_it_asks_for(write_spec, tmp_path, capsys):
+    spec = write_spec(
+        """
+        study: toy
+        objective: {toy}:objective
+        output: {out}
+        budget: {{trials: 2}}
+        pruner: none
+        sampler: {{name: random, seed: 1}}
+        fixed: {{epochs: 2}}
+        space:
+          lr: {{float: [0.001, 0.1], log: true}}
+        """
+    )
+    assert main(["run", str(spec), "--quiet"]) == 0
+    assert main(["promote", str(spec), "--top", "1", "--seeds", "2", "--set", "fail_at=1", "--quiet"]) == 2  # every re-run failed
+    assert "trial 0 seed 0: failed: RuntimeError: boom at epoch 1" in capsys.readouterr().out
+    assert main(["promote", str(spec), "--top", "1", "--seeds", "1", "--quiet"]) == 0
+    storage = f"sqlite:///{tmp_path / 'runs' / 'toy' / 'study.db'}"
+    states = [t.state.name for t in optuna.load_study(study_name="toy-promote", storage=storage).get_trials()]
+    assert states == ["FAIL", "FAIL", "COMPLETE"]  # the config without fail_at ran once; nothing else was queued
