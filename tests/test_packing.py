@@ -12,7 +12,8 @@ from hpsearch.cli import main
 from hpsearch.devices import gpu_memory, in_process, plan_slots
 from hpsearch.errors import UserError
 from hpsearch.packing import Packer, Peak, Probe, Size, fits, plan, trial_mb
-from hpsearch.spec import Resources
+from hpsearch.slots import packer_for
+from hpsearch.spec import Resources, Spec
 from tests.conftest import ROOT
 
 MEMORY = ROOT / "tests" / "fixtures" / "memory.py"
@@ -114,6 +115,18 @@ def test_auto_starts_one_slot_per_gpu_in_slot_processes_and_integer_plans_are_un
     assert not in_process(plan_slots(auto, ["0"], cores=2), auto)  # more slots may come: never in the run process
     assert in_process(plan_slots(auto, [], cores=2), auto)  # no GPU: one slot in process, as trials_per_gpu: 1
     assert [s.devices for s in plan_slots(Resources(trials_per_gpu=2), ["0"], cores=2)] == [("0",), ("0",)]
+
+
+def test_without_a_memory_reading_auto_says_so_and_keeps_one_slot_per_gpu(monkeypatch):
+    monkeypatch.setenv("HPSEARCH_FAKE_GPUS", "2")
+    monkeypatch.delenv("HPSEARCH_FAKE_GPU_MEM_MB", raising=False)
+    spec = Spec(study="s", resources={"trials_per_gpu": "auto"})
+    packer, note = packer_for(spec, plan_slots(spec.resources, ["0", "1"], cores=2))
+    assert packer is None and note == "no memory reading for GPU 0, 1: trials_per_gpu: auto runs one slot per GPU"
+    assert packer_for(Spec(study="s", resources={"trials_per_gpu": 2}), plan_slots(Resources(trials_per_gpu=2), ["0"], cores=2)) == (
+        None,
+        None,
+    )
 
 
 # ---------------------------------------------------------------------------- through the CLI
