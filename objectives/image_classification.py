@@ -73,7 +73,8 @@ Standalone: `python -m objectives.image_classification dataset=digits model=resn
 | early_stopping      | null      | {patience: P, min_delta: D, monitor: val_acc}: stop after P epochs    |
 |                     |           | without a gain > D in monitor (val_acc, higher is better, or val_loss, |
 |                     |           | lower); final metrics, test and model.pt from the best epoch; adds    |
-|                     |           | best_epoch and stopped_epoch to the metrics; null = off               |
+|                     |           | best_epoch and stopped_epoch (= the metric epochs) to the metrics;    |
+|                     |           | null = off                                                            |
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ def train(config: dict, reporter) -> dict[str, float]:
     }
     if stopper is not None:
         out["best_epoch"] = float(stopper.best_epoch)
-        out["stopped_epoch"] = float(stopper.last_epoch)
+        out["stopped_epoch"] = out["epochs"] = float(stopper.last_epoch)  # epochs trained: what `trials` shows
     if cfg["evaluate_test"] and data.test is not None:
         out["test_loss"], out["test_acc"] = evaluate(model, data.test, dtype)
     if cfg["save_model"] and trial_dir is not None:

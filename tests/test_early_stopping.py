@@ -72,7 +72,7 @@ def test_train_stops_early_and_keeps_the_best_epochs_weights(tmp_path, capsys):
     assert main(["train", str(write_config(tmp_path / "c.yaml")), "-o", str(run_dir)]) == 0
     got, history = _metrics(run_dir), _history(run_dir)
     assert [row["epoch"] for row in history] == [1, 2]  # not the 5 epochs it was given
-    assert got["best_epoch"] == 1 and got["stopped_epoch"] == 2
+    assert got["best_epoch"] == 1 and got["stopped_epoch"] == 2 and got["epochs"] == 2  # epochs trained
     assert got["val_acc"] == history[0]["val_acc"] and got["val_loss"] == history[0]["val_loss"]
     out = capsys.readouterr().out
     assert "early stopping: stopped after epoch 2; the final metrics are epoch 1's, as are model.pt's weights" in out
