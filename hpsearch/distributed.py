@@ -48,6 +48,8 @@ STOPPED = 3  # a rank's exit code after a stop decided at rank 0 (pruned, diverg
 class RankFailed(RuntimeError):
     """A rank raised (or died); the message names the rank and its error, one line."""
 
+    frames: list[traceback.FrameSummary] | None = None  # where the rank raised (trial.user_frame reads it)
+
 
 class _RemoteTraceback(Exception):
     """Carries a rank's traceback text, so the trial's error.txt shows where the rank raised."""
@@ -94,9 +96,13 @@ def launch(entry: str, config: dict[str, Any], reporter: Reporter, world: int) -
             "world": world,
             "trial_dir": str(reporter.trial_dir) if reporter.trial_dir is not None else None,
             "checkpoint": str(reporter.checkpoint_path) if reporter.checkpoint_path is not None else None,
+            "resume_from": str(reporter.resume_from) if reporter.resume_from is not None else None,
             "sys_path": [p for p in sys.path if p],
         }
         (job_dir / "job.pkl").write_bytes(pickle.dumps(job))
+        # the trial's reporter takes the epochs a checkpoint holds (history, TensorBoard, the backend's
+        # record of a dead trial's epochs) as it would in one process; the ranks load the state itself
+        reporter.load_checkpoint()
         ours, theirs = socket.socketpair()
         procs: list[subprocess.Popen[bytes]] = []
         try:
@@ -197,6 +203,9 @@ def _first_failure(procs: list[subprocess.Popen[bytes]], job_dir: Path) -> RankF
         last = text.rstrip().splitlines()[-1] if text.strip() else "no error text"
         error = RankFailed(f"rank {rank}: {last}")
         error.__cause__ = _RemoteTraceback(f"\n\nrank {rank}'s traceback:\n{text}")
+        frames = job_dir / f"rank-{rank}.frames"
+        if frames.exists():
+            error.frames = [traceback.FrameSummary(f, n, name, lookup_line=False) for f, n, name in pickle.loads(frames.read_bytes())]
         return error
     rank, code = (killed or failed)[0]
     how = f"killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
@@ -229,8 +238,8 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
 class RankReporter(Reporter):
     """What the objective gets in a rank: ``report`` is a collective; only rank 0 talks to the trial."""
 
-    def __init__(self, rank: int, conn: Connection | None, trial_dir: Path | None, checkpoint: Path | None):
-        super().__init__(trial_dir=trial_dir if rank == 0 else None, checkpoint_path=checkpoint)
+    def __init__(self, rank: int, conn: Connection | None, trial_dir: Path | None, checkpoint: Path | None, resume_from: Path | None):
+        super().__init__(trial_dir=trial_dir if rank == 0 else None, checkpoint_path=checkpoint, resume_from=resume_from)
         self.rank, self.conn = rank, conn
 
     @property
@@ -241,6 +250,7 @@ class RankReporter(Reporter):
         import torch.distributed as dist
 
         metrics = {k: float(v) for k, v in metrics.items()}
+        self.history = [h for h in self.history if h["epoch"] < epoch]  # an epoch again after a resume: the new one counts
         self.history.append({"epoch": epoch, **metrics})
         verdict: list[Any] = [None]
         if self.conn is not None:
@@ -278,8 +288,8 @@ def rank_main(job_dir: Path, rank: int, channel_fd: int | None) -> int:
         _join(job, rank)
         objective = load_objective(job["entry"])
         trial_dir = Path(job["trial_dir"]) if job["trial_dir"] else None
-        checkpoint = Path(job["checkpoint"]) if job["checkpoint"] else None
-        result = objective(dict(job["config"]), RankReporter(rank, conn, trial_dir, checkpoint))
+        paths = [Path(job[key]) if job[key] else None for key in ("checkpoint", "resume_from")]
+        result = objective(dict(job["config"]), RankReporter(rank, conn, trial_dir, *paths))
         if conn is not None:
             conn.send(("done", result))
         return 0
@@ -288,12 +298,18 @@ def rank_main(job_dir: Path, rank: int, channel_fd: int | None) -> int:
     except BaseException:  # noqa: BLE001 - the supervisor reads it from the file and fails the trial
         # stamped on catching: a peer's "connection closed" error comes after this rank's own error
         caught = time.monotonic_ns()
+        (job_dir / f"rank-{rank}.frames").write_bytes(pickle.dumps([(f.filename, f.lineno, f.name) for f in _frames()]))
         (job_dir / f"rank-{rank}.tmp").write_text(f"{caught}\n{traceback.format_exc()}", encoding="utf-8")
         (job_dir / f"rank-{rank}.tmp").replace(job_dir / f"rank-{rank}.err")  # whole, or absent
         sys.stderr.flush()
         os._exit(1)  # no destroy_process_group or interpreter shutdown: either may wait on the peers forever
     finally:
         _leave()
+
+
+def _frames() -> list[traceback.FrameSummary]:
+    """The handled exception's frames below rank_main's own call of the objective."""
+    return list(traceback.extract_tb(sys.exc_info()[2]))[1:]
 
 
 def _join(job: dict[str, Any], rank: int) -> None:

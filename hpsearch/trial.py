@@ -121,7 +121,7 @@ def _attempt(objective: Objective, config: dict[str, Any], reporter: Reporter, m
         if is_out_of_memory(exc) and _micro_batch(config) is not None:
             return None  # leaving the handler drops the traceback and the tensors its frames hold
         outcome = _end(FAILED, one_line(f"failed: {type(exc).__name__}: {exc}"), reporter, start)
-        outcome.traceback, outcome.error_at = traceback.format_exc(), user_frame(exc.__traceback__)
+        outcome.traceback, outcome.error_at = traceback.format_exc(), user_frame(exc.__traceback__, getattr(exc, "frames", None))
         return outcome
     return _completed(result, reporter, metric_names, start)
 
@@ -158,10 +158,12 @@ def one_line(text: str, limit: int = REASON_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def user_frame(tb: TracebackType | None) -> str | None:
+def user_frame(tb: TracebackType | None, frames: list[traceback.FrameSummary] | None = None) -> str | None:
     """``file:line`` of the innermost frame outside the Python library, installed packages and the
-    engine (hpsearch/*.py; hpsearch/train/ is training code and counts as the user's)."""
-    frames = traceback.extract_tb(tb)[1:]  # [0] is run_trial's own call of the objective
+    engine (hpsearch/*.py; hpsearch/train/ is training code and counts as the user's).
+    ``frames``: where an exception raised in another process came from (a data-parallel rank's)."""
+    if frames is None:
+        frames = traceback.extract_tb(tb)[1:]  # [0] is run_trial's own call of the objective
     if not frames:
         return None
     library = tuple({os.path.realpath(sysconfig.get_paths()[k]) + os.sep for k in ("stdlib", "platstdlib", "purelib", "platlib")})

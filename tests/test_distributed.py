@@ -80,7 +80,7 @@ def test_hpsearch_train_processes_2_trains_and_writes_metrics_and_model(tmp_path
     assert not (tmp_path / "bad").exists()
 
 
-def test_a_search_trial_runs_as_two_ranks_and_a_crashing_rank_fails_its_trial_leaving_no_process(tmp_path):
+def test_search_trials_run_as_two_ranks_rank_0_stops_all_and_a_crashing_rank_fails_its_trial_leaving_no_process(tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
     spec = tmp_path / "ranks.yaml"
@@ -91,11 +91,11 @@ def test_a_search_trial_runs_as_two_ranks_and_a_crashing_rank_fails_its_trial_le
                 "objective": f"{RANKS}:objective",
                 "output": str(tmp_path / "runs"),
                 "metric": "val_acc",
-                "budget": {"trials": 2},
+                "budget": {"trials": 3},
                 "sampler": {"name": "grid"},
                 "pruner": {"name": "none"},
                 "fixed": {"processes": 2, "epochs": 2, "pid_dir": str(pids)},
-                "space": {"crash_rank": {"choice": [-1, 1]}},
+                "space": {"mode": {"choice": ["ok", "crash", "nan"]}},
             }
         )
     )
@@ -103,21 +103,24 @@ def test_a_search_trial_runs_as_two_ranks_and_a_crashing_rank_fails_its_trial_le
     main(["run", str(spec), "--quiet"])
 
     study = optuna.load_study(study_name="ranks", storage=f"sqlite:///{tmp_path / 'runs' / 'ranks' / 'study.db'}")
-    by_crash = {t.params["crash_rank"]: t for t in study.get_trials()}
-    ok, crashed = by_crash[-1], by_crash[1]
+    by_mode = {t.params["mode"]: t for t in study.get_trials()}
+    ok, crashed, diverged = by_mode["ok"], by_mode["crash"], by_mode["nan"]
     # the good trial: both ranks joined, rank 0 alone reported, once per epoch
     assert ok.state.name == "COMPLETE" and ok.user_attrs["metrics"]["world"] == 2.0
     assert sorted(ok.intermediate_values) == [1, 2]
     trial_dir = tmp_path / "runs" / "ranks" / f"trial-{ok.number}"
     assert len(list(trial_dir.glob("events.out.tfevents.*"))) == 1
+    assert sorted(p.name for p in pids.glob("*.done")) == ["ok-0.done", "ok-1.done"]  # nan: both ranks stopped at epoch 1
+    assert diverged.state.name == "PRUNED" and diverged.user_attrs["reason"].startswith("diverged at epoch 1")
     # the crashed trial: rank 1's error, its traceback in error.txt
     assert crashed.state.name == "FAIL"
     assert "rank 1: ValueError: rank 1 broke on purpose" in crashed.user_attrs["reason"]
     error = (tmp_path / "runs" / "ranks" / f"trial-{crashed.number}" / "error.txt").read_text()
     assert "ranks.py" in error and "broke on purpose" in error
+    assert crashed.user_attrs["error_at"].startswith(f"{RANKS}:")  # the line in the objective that raised
     # every rank of both trials has exited
-    started = [int(p.name.split("-")[1]) for p in pids.iterdir()]
-    assert len(started) == 4
+    started = [int(p.name.split("-")[1]) for p in pids.iterdir() if not p.name.endswith(".done")]
+    assert len(started) == 6
     assert [pid for pid in started if _alive(pid)] == []
 
 
