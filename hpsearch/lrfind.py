@@ -9,13 +9,14 @@ MIN_STEPS steps, never past one trial's steps), with the
 built-in objective's data, model, optimizer and autocast. The loss is smoothed
 exponentially; the test stops when the smoothed loss exceeds DIVERGED x its minimum.
 
-Suggestion: high = 3 x the lr at the smoothed loss's minimum (but at most half the lr where
-the test diverged), low = high / 30. Why not fastai's "minimum / 10" (a one-cycle peak for a
-fixed recipe): a search draws a peak lr that a decaying schedule (cosine, linear) and warmup
-soon lower, and on Fashion-MNIST (BENCHMARKS.md) the best trials of every search used
-0.4-1.7x the min-loss lr, which minimum / 10 would have excluded. At 3x the minimum the loss
-has barely started to rise; below min / 10 it falls too slowly to finish in a trial's epochs.
-The 30x range keeps the search room of a typical hand-set range (1.5 decades).
+Suggestion: high = 3 x the lr at the smoothed loss's minimum (never above the largest lr
+tested, half of it when the test diverged there), low = high / 30. Why not fastai's
+"minimum / 10" (a one-cycle peak for a fixed recipe): a search draws a peak lr that a
+decaying schedule (cosine, linear) and warmup soon lower, and on Fashion-MNIST
+(BENCHMARKS.md) the best trials of every search used 0.4-1.7x the min-loss lr, which
+minimum / 10 would have excluded. At 3x the minimum the loss has barely started to rise;
+below minimum / 10 it falls too slowly to finish in a trial's epochs. The 30x range keeps
+the search room of a typical hand-set range (1.5 decades).
 
 Cost: per option at most `steps` training steps and no validation pass: by default one epoch
 (a trial of E epochs costs E epochs and E validation passes), on a tiny dataset at most 100
@@ -82,9 +83,8 @@ class Curve:
 
     @property
     def suggested(self) -> tuple[float, float]:
-        high = self.lr_at_min * ABOVE_MIN
-        if self.diverged:
-            high = min(high, self.lrs[-1] / BELOW_DIVERGED)
+        # never above the largest lr tested (half of it when the test diverged there)
+        high = min(self.lr_at_min * ABOVE_MIN, self.lrs[-1] / (BELOW_DIVERGED if self.diverged else 1.0))
         return high / RANGE, high
 
     @property
@@ -364,10 +364,11 @@ def apply(spec: Spec, curves: list[Curve], out: Path) -> str:
         old = group[0].target.current
         why = "; ".join(f"{c.target.option}: min smoothed loss at lr {fmt(c.lr_at_min)}, {len(c.lrs)} steps, {c.stop}" for c in group)
         note = (
-            f"# lr-find: high = {ABOVE_MIN:g} x lr at the min smoothed loss (at most the divergence lr / {BELOW_DIVERGED:g}), low = high / {RANGE:g} "
+            f"# lr-find: high = {ABOVE_MIN:g} x lr at the min smoothed loss (at most the top lr tested, /{BELOW_DIVERGED:g} if it diverged), "
+            f"low = high / {RANGE:g} "
             f"({why}); was [{_num(old.low)}, {_num(old.high)}]"
         )
-        edits.append((value.start_mark.index, value.end_mark.index, f"{{float: [{_num(low)}, {_num(high)}], log: true}}"))
+        edits.append((value.start_mark.index, _content_end(value), f"{{float: [{_num(low)}, {_num(high)}], log: true}}"))
         edits.append(_comment_above(text, key, note))
     edits += _moved(spec, root, text, out)
     for start, end, new in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
@@ -385,7 +386,10 @@ def write(spec: Spec, curves: list[Curve], out: Path) -> Path:
     tmp = out.with_name(f"{out.name}.partial")
     tmp.write_text(text, encoding="utf-8")
     try:
-        study = (yaml.safe_load(text) or {}).get("study") or out.stem
+        try:
+            study = (yaml.safe_load(text) or {}).get("study") or out.stem
+        except yaml.YAMLError as exc:
+            raise UserError(f"{out}: the rewritten spec is not valid YAML ({str(exc).splitlines()[0]}); nothing written") from None
         params = dict(load_spec(tmp, [f"study={study}"]).tree.parameters())
         for lr_path, (low, high) in suggestions(curves).items():
             got = params.get(lr_path)
@@ -422,6 +426,14 @@ def _find(root: yaml.MappingNode, keys: list[str], where: str) -> tuple[yaml.Nod
         if pair is not None:
             return pair
     raise UserError(f"{where}: {'.'.join(keys)}: not found in the file's text (set by --set?); --apply rewrites ranges written in the file")
+
+
+def _content_end(node: yaml.Node) -> int:
+    """Where a value's text ends: a block collection's end mark lies at the next key, past its newline."""
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and not node.flow_style and node.value:
+        last = node.value[-1]
+        return _content_end(last[1] if isinstance(last, tuple) else last)
+    return int(node.end_mark.index)
 
 
 def _comment_above(text: str, key: yaml.Node, note: str) -> tuple[int, int, str]:

@@ -28,7 +28,7 @@ SPEC = """\
 
 def suggested(stdout: str) -> dict[str, tuple[float, float]]:
     """The table's suggested [low, high] per option."""
-    rows = re.findall(r"^(sgd|adamw)\s.*?\[([\d.e+-]+), ([\d.e+-]+)\]\s+\[", stdout, re.M)
+    rows = re.findall(r"^(sgd|adamw|adam)\s.*?\[([\d.e+-]+), ([\d.e+-]+)\]\s+\[", stdout, re.M)
     return {name: (float(low), float(high)) for name, low, high in rows}
 
 
@@ -85,3 +85,26 @@ def test_lr_find_refuses_in_one_line(write_spec, tmp_path, capsys, text, extra, 
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0] and str(spec) in err[0], err
     assert spec.read_bytes() == before and not (tmp_path / "runs").exists()  # nothing written, no training
+
+
+def test_lr_find_apply_rewrites_a_block_style_lr_shared_by_two_optimizers(write_spec, tmp_path, capsys):
+    spec = write_spec(
+        """\
+        fixed: {{dataset: digits, model: mlp, mlp_hidden: [16], epochs: 1, threads: 1}}
+        space:
+          optimizer: {{choice: [sgd, adam]}}
+          lr:                 # one range for both optimizers
+            float: [0.001, 0.1]
+            log: true
+          weight_decay: {{float: [0.0, 0.01]}}
+        """
+    )
+    out = tmp_path / "narrow.yaml"
+
+    assert main(["lr-find", str(spec), "--steps", "15", "--apply", str(out), "--out", str(tmp_path / "plots")]) == 0
+
+    found = suggested(capsys.readouterr().out)
+    lr = load_spec(out).tree.params["lr"]
+    low, high = min(v[0] for v in found.values()), max(v[1] for v in found.values())  # the union of both options
+    assert set(found) == {"sgd", "adam"} and (lr.low, lr.high) == (pytest.approx(low, rel=2e-3), pytest.approx(high, rel=2e-3))
+    assert "weight_decay: {float: [0.0, 0.01]}" in out.read_text()  # the next key survives the block's replacement
