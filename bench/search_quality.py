@@ -672,11 +672,11 @@ def notes(s: dict[str, Any], g: dict[str, Any], setup: Setup, defaults: dict[str
         if "ray_asha" in rows
         else "Wall time: two searches side by side, one thread each, on 2 cores shared with other jobs. Ray not run."
     )
-    note = lrfind_note(rows, s["target"])
+    note = lrfind_note(rows, s["target"], setup.budget)
     return out + ([note] if note else [])
 
 
-def lrfind_note(rows: dict[str, Any], target: float) -> str | None:
+def lrfind_note(rows: dict[str, Any], target: float, budget: int) -> str | None:
     """Did lr-find's ranges make random search's final best cheaper to reach? Either way, in numbers."""
     lf = rows.get("lrfind")
     if lf is None:
@@ -699,7 +699,7 @@ def lrfind_note(rows: dict[str, Any], target: float) -> str | None:
     return (
         f"lr-find row: `hpsearch lr-find` on the benchmark spec with each seed, then hpsearch's defaults on the narrowed "
         f"spec; lr-find's training steps count first, {', '.join(map(str, lf.get('lr_find_epochs_per_seed', [])))} epochs "
-        f"by seed (rounded up), so the search had the rest of the {lf['epochs_spent']:g}-epoch budget. Suggested lr ranges: "
+        f"by seed (rounded up), so the search had the rest of the {budget}-epoch budget. Suggested lr ranges: "
         f"{ranges} (the spec's: sgd [0.003, 0.5], adamw [0.0001, 0.01]). Reaching random search's final best "
         f"({pct(target)} %), epochs per seed {epochs_text(lf)}: {versus('hpsearch')}; {versus('random')}. Final best "
         f"{pct(lf['final_best_val_acc'])} % (hpsearch defaults {pct(rows['hpsearch']['final_best_val_acc']) if 'hpsearch' in rows else '-'} %), "
@@ -736,7 +736,7 @@ def merge_rows(path: Path, runs: list[Run], setup: Setup, seeds: int, started: f
     notes = [n for n in old["notes"] if not n.startswith(("lr-find row:", "Rows added later:"))]
     notes += [
         n
-        for n in [lrfind_note(f["methods"], target)]
+        for n in [lrfind_note(f["methods"], target, setup.budget)]
         + [
             "Rows added later: "
             + "; ".join(
