@@ -732,6 +732,9 @@ def merge_rows(path: Path, runs: list[Run], setup: Setup, seeds: int, started: f
         "load_avg_1_5_15": load_average(),
         "cpu_s_children": round(sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), k) for k in ("ru_utime", "ru_stime"))),
     }
+    prev = next((x for x in f.get("added_later", []) if x["methods"] == added["methods"]), None)
+    if prev and prev["command"] == added["command"] and "--keep" in added["command"]:  # the kept searches, merged again
+        added = {**prev, "merged_again": added["date"]}
     f["added_later"] = [x for x in f.get("added_later", []) if x["methods"] != added["methods"]] + [added]
     notes = [n for n in old["notes"] if not n.startswith(("lr-find row:", "Rows added later:"))]
     notes += [
