@@ -9,7 +9,8 @@ exit (process starts, dataset loading and the last trial's tail included, as a u
 for them), trials per hour, epochs per hour, the most slots per GPU auto planned, and the
 out-of-memory retries.
 
-Needs a CUDA GPU; --smoke runs the same code path on CPU with the engine's fake GPUs
+Needs a CUDA GPU and the Fashion-MNIST idx files where the objective finds them (data/ or /usr/share/datasets/fashion-mnist/;
+the spec downloads them otherwise, which an offline GPU machine cannot); --smoke runs the same code path on CPU with the engine's fake GPUs
 (HPSEARCH_FAKE_GPUS=1, HPSEARCH_FAKE_GPU_MEM_MB) and the torch-free memory fixture, so its
 figures mean nothing.
 

@@ -31,7 +31,7 @@ from typing import Any
 # unallocated blocks. A guess, not measured here (no GPU on the machine this was written on).
 OVERHEAD_MB = 500.0
 MARGIN = 0.15  # default share of the free memory left unused
-CAP = 4  # default most slots per GPU: beyond a few, trials mostly wait for the same GPU and CPU
+CAP = 4  # default most slots per GPU; a guess, not measured: each slot is a process with its own CUDA context and CPU share
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
+from hpsearch import devices
 from hpsearch.cli import main
 from hpsearch.devices import gpu_memory, in_process, plan_slots
 from hpsearch.errors import UserError
@@ -115,6 +118,21 @@ def test_auto_starts_one_slot_per_gpu_in_slot_processes_and_integer_plans_are_un
     assert not in_process(plan_slots(auto, ["0"], cores=2), auto)  # more slots may come: never in the run process
     assert in_process(plan_slots(auto, [], cores=2), auto)  # no GPU: one slot in process, as trials_per_gpu: 1
     assert [s.devices for s in plan_slots(Resources(trials_per_gpu=2), ["0"], cores=2)] == [("0",), ("0",)]
+
+
+def test_the_real_probe_maps_the_child_process_bytes_to_mib_by_visible_gpu(monkeypatch):
+    """No GPU here: the child's answer (torch.cuda.mem_get_info per device, in bytes) is stubbed."""
+    monkeypatch.delenv("HPSEARCH_FAKE_GPUS", raising=False)
+    monkeypatch.delenv("HPSEARCH_FAKE_GPU_MEM_MB", raising=False)
+    answer = json.dumps([[20 * 2**30, 24 * 2**30], [2**30, 16 * 2**30]])
+    monkeypatch.setattr(devices.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, stdout=answer + "\n"))
+    assert devices.gpu_memory(["2", "3"]) == {"2": Probe(20480, 24576), "3": Probe(1024, 16384)}  # CUDA_VISIBLE_DEVICES=2,3
+
+    def fails(*a, **k):
+        raise subprocess.CalledProcessError(1, a)
+
+    monkeypatch.setattr(devices.subprocess, "run", fails)
+    assert devices.gpu_memory(["0"]) == {}  # no reading: the run keeps one slot per GPU and says so
 
 
 def test_without_a_memory_reading_auto_says_so_and_keeps_one_slot_per_gpu(monkeypatch):
