@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from hpsearch.errors import UserError
 from hpsearch.liveness import BEAT, WORKER, intervals
 from hpsearch.results import load_study, metric_names, plain_table
 from hpsearch.storage import redact
@@ -476,43 +477,81 @@ def show(spec: Spec, watch: float | None = None, as_json: bool = False) -> None:
 
     A terminal gets rich tables, redrawn in place; a pipe gets plain text (each refresh appended,
     a blank line between) or, with ``as_json``, one JSON document (per refresh: one per line)."""
-    status = gather(spec)  # a missing study fails here, before any screen
     if watch is None:
-        print(json.dumps(status.to_json(), indent=2) if as_json else _text(status))
-        return
-    beats = BeatWatch()
-    beats.update(status)
-    try:
-        if sys.stdout.isatty() and not as_json:
-            _live(spec, status, beats, watch)
+        status = gather(spec)
+        if as_json:
+            print(json.dumps(status.to_json(), indent=2))
+        elif sys.stdout.isatty():
+            from rich.console import Console
+
+            Console().print(render_rich(status))
         else:
-            _append(spec, status, beats, watch, as_json)
+            print(render_text(status))
+        return
+    try:
+        watcher = Watcher(spec)
+        watcher.read()  # a missing study fails here, before any screen
+        if sys.stdout.isatty() and not as_json:
+            _live(watcher, watch)
+        else:
+            _append(watcher, watch, as_json)
     except KeyboardInterrupt:
         return
 
 
-def _text(status: Status) -> str:
-    if not sys.stdout.isatty():
-        return render_text(status)
-    from rich.console import Console
+@dataclass
+class Watcher:
+    """``--watch``: the latest good read, the beats seen so far, and why the last refresh failed (if it did)."""
 
-    console = Console()
-    with console.capture() as captured:
-        console.print(render_rich(status))
-    return captured.get().rstrip("\n")
+    spec: Spec
+    beats: BeatWatch = field(default_factory=BeatWatch)
+    last: Status | None = None
+    problem: str | None = None
+
+    def read(self) -> Status:
+        """The study now. After the first read a storage that cannot be read (a network blip, a
+        locked or moved file) keeps the last good read on screen, with a line saying so."""
+        import optuna
+        import sqlalchemy.exc
+
+        try:
+            self.last, self.problem = self.beats.update(gather(self.spec)), None
+        except (UserError, sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+            if self.last is None:
+                raise
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            self.problem = f"refresh at {datetime.now():%H:%M:%S} failed: {redact(first)}; showing the read of {clock_time(self.last.at)}"
+        return self.last
+
+    def text(self) -> str:
+        assert self.last is not None
+        return render_text(self.last) + (f"\n{self.problem}" if self.problem else "")
+
+    def json(self) -> str:
+        assert self.last is not None
+        return json.dumps({**self.last.to_json(), "refresh_error": self.problem})
+
+    def renderable(self) -> RenderableType:
+        from rich.console import Group
+        from rich.text import Text
+
+        assert self.last is not None
+        shown = render_rich(self.last)
+        return Group(shown, Text(self.problem, style="bold red")) if self.problem else shown
 
 
-def _live(spec: Spec, status: Status, beats: BeatWatch, every: float) -> None:
+def _live(watcher: Watcher, every: float) -> None:
     from rich.live import Live
 
-    with Live(render_rich(status), auto_refresh=False) as live:
+    with Live(watcher.renderable(), auto_refresh=False) as live:
         while True:
             time.sleep(every)
-            live.update(render_rich(beats.update(gather(spec))), refresh=True)
+            watcher.read()
+            live.update(watcher.renderable(), refresh=True)
 
 
-def _append(spec: Spec, status: Status, beats: BeatWatch, every: float, as_json: bool) -> None:
+def _append(watcher: Watcher, every: float, as_json: bool) -> None:
     while True:
-        print(json.dumps(status.to_json()) if as_json else render_text(status) + "\n", flush=True)
+        print(watcher.json() if as_json else watcher.text() + "\n", flush=True)
         time.sleep(every)
-        status = beats.update(gather(spec))
+        watcher.read()

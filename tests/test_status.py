@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -137,6 +138,34 @@ def test_watch_refreshes_until_ctrl_c_then_exits_0(spec: Path):
     out, err = proc.communicate(timeout=60)
     assert refreshes == 2
     assert proc.returncode == 0 and "Traceback" not in err
+
+
+def test_watch_keeps_the_last_read_when_a_refresh_fails(spec: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    import sqlalchemy.exc
+
+    from hpsearch import status as module
+
+    real, reads, sleeps = module.gather, [], []
+
+    def gather(spec_: object) -> module.Status:
+        reads.append(1)
+        if len(reads) == 2:  # the storage is out of reach for one refresh, e.g. a network blip
+            raise sqlalchemy.exc.OperationalError("SELECT", {}, Exception("could not connect to server"))
+        return real(spec_)  # type: ignore[arg-type]
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(module, "gather", gather)
+    monkeypatch.setattr(module.time, "sleep", sleep)
+    code, out, err = status(capsys, str(spec), "--watch", "2")
+    assert code == 0 and not err
+    screens = re.split(r"^toy · ", out, flags=re.MULTILINE)[1:]  # each screen starts with the study's line
+    assert len(screens) == 3 and sleeps == [2.0, 2.0, 2.0]
+    assert "refresh at" in screens[1] and "could not connect to server" in screens[1] and "showing the read of" in screens[1]
+    assert "refresh at" not in screens[2] and "budget: 2/2 done" in screens[2]  # the next refresh reads again
 
 
 # ---------------------------------------------------------------------------- the numbers, on made-up histories
