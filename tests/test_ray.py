@@ -207,3 +207,41 @@ def test_trial_resources_follow_the_spec_and_the_cluster():
     assert concurrent_trials(shared, {"cpu": 0.5, "gpu": 0.5}, {"CPU": 2, "GPU": 4}) == 4  # CPUs bind first
     assert trial_resources(Spec(study="r"), cluster_gpus=0) == {"cpu": 1.0, "gpu": 0.0}  # never wait for GPUs that are not there
     assert trial_resources(Spec(study="r", resources={"gpus_per_trial": 0.25}), cluster_gpus=1)["gpu"] == 0.25
+
+
+def test_a_ray_trial_whose_worker_is_killed_resumes_from_its_checkpoint(ray_address, tmp_path):
+    """kill -9 of the Ray worker running a trial mid-way: the trial fails as a dead process, its config is
+    retried in the next round and continues from the trial folder's checkpoint (epochs 1-3, then 3-5)."""
+    from tests.test_reliability import start_run, wait_for
+    from tests.test_resume import RESUMABLE
+
+    out = tmp_path / "runs"
+    spec = tmp_path / "rayk.yaml"
+    spec.write_text(f"""
+study: rayk
+objective: "{RESUMABLE}:user"
+output: {out}
+backend: ray
+budget: {{trials: 2}}
+sampler: {{name: random, seed: 0}}
+ray: {{address: "{ray_address}", scheduler: fifo}}
+resources: {{gpus_per_trial: 0}}
+fixed: {{epochs: 5, count: {out}/epochs.log, marker: {out}/hang, hang_at: 3}}
+space:
+  lr: {{float: [0.01, 0.1], log: true}}
+""")
+    proc = start_run(spec)
+    pid = int(wait_for(lambda: (out / "hang").exists() and (out / "hang").read_text(), 180, proc))
+    os.kill(pid, 9)
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr + stdout
+    trials = study_trials(spec)
+    (killed,) = [t for t in trials if t.state == TrialState.FAIL]
+    assert killed.user_attrs["reason"] == "failed: process died (its Ray worker exited)"
+    (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == killed.number]
+    assert f"trial {retry.number} resumes trial {killed.number} from its epoch 2 checkpoint" in stdout
+    assert retry.state == TrialState.COMPLETE and retry.user_attrs["resumed_from"] == {"trial": killed.number, "epoch": 2}
+    assert [int(h["epoch"]) for h in retry.user_attrs["history"]] == [1, 2, 3, 4, 5]
+    assert sorted(retry.intermediate_values) == [1, 2, 3, 4, 5]
+    trained = [line.split() for line in (out / "epochs.log").read_text().splitlines()]
+    assert [int(e) for lr, e in trained if float(lr) == killed.params["lr"]] == [1, 2, 3, 3, 4, 5]

@@ -35,9 +35,10 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from hpsearch.checkpoints import CHECKPOINT, RESUMED_FROM, clean_up, resume_source, trial_dir
 from hpsearch.devices import cpu_cores, visible_gpus
 from hpsearch.errors import UserError
-from hpsearch.liveness import UNWATCHED
+from hpsearch.liveness import UNWATCHED, retry
 from hpsearch.objective import load_objective
 from hpsearch.progress import Progress
 from hpsearch.registry import RAY_SCHEDULERS, RayKit, sampler_name
@@ -63,6 +64,9 @@ from hpsearch.trial import COMPLETE, run_trial
 KEY = "hpsearch"  # a Ray trial's config is {KEY: {"trial": Optuna trial number, "config": the objective's config}}
 METRICS_KEY = "hpsearch_metrics"  # one epoch's metrics as JSON (Ray adds its own keys to results)
 FINAL_KEY = "hpsearch_final"  # the completed trial's outcome as JSON
+RESUMED_KEY = "hpsearch_resumed"  # with the first result of a retry that resumed: {"trial", "epoch", "history"} as JSON
+# A Ray trial whose worker process died (kill -9, the out-of-memory killer, a lost node): not the objective's fault
+DIED = re.compile(r"ActorDiedError|RayActorError|WorkerCrashedError|NodeDiedError|OutOfMemoryError|died unexpectedly")
 ENDED = re.compile(r"hpsearch-outcome<(.*?)>hpsearch-outcome", re.DOTALL)  # a pruned/failed outcome inside a Ray error
 DEFAULT_MAX_EPOCHS = 100  # ASHA/HyperBand horizon when neither pruner.max_epochs nor fixed.epochs says
 
@@ -93,20 +97,35 @@ class RayReporter(Reporter):
     the next epoch) so both reach Ray together, whichever order the objective calls them in.
     """
 
-    def __init__(self, trial_dir: Path, checkpoints: bool):
-        super().__init__(trial_dir=trial_dir, prune_hook=self._to_ray)
+    def __init__(self, trial_dir: Path, checkpoints: bool, resume_from: Path | None = None, source: int | None = None):
+        super().__init__(
+            trial_dir=trial_dir,
+            prune_hook=self._to_ray,
+            checkpoint_path=trial_dir / CHECKPOINT,
+            resume_from=resume_from,
+            on_resume=self._resumed,
+        )
         self.checkpoints = checkpoints
+        self.source = source  # the dead trial whose checkpoint ``resume_from`` is
         self.pending: dict[str, Any] | None = None
         self.saved: Path | None = None  # a checkpoint folder not yet handed to Ray
+        self.resumed: dict[str, Any] | None = None  # told to the driver with the next result
+
+    def _resumed(self, epoch: int, history: list[dict[str, float]]) -> None:
+        self.resumed = {"trial": self.source, "epoch": epoch, "history": list(history)}  # a copy: report() appends next
 
     def _to_ray(self, epoch: int, metrics: dict[str, float]) -> bool:
         self.flush()
         self.pending = {"epoch": epoch, **metrics, METRICS_KEY: json.dumps(metrics)}
+        if self.resumed is not None:
+            self.pending[RESUMED_KEY], self.resumed = json.dumps(self.resumed), None
         if not self.checkpoints or self.saved is not None:
             self.flush()
         return False  # Ray stops a trial by ending it, not through the objective
 
     def save_checkpoint(self, state: dict[str, Any]) -> None:
+        """The trial folder's checkpoint (a retry after a dead worker resumes from it), and with pbt/hyperband Ray's too."""
+        super().save_checkpoint(state)
         if not self.checkpoints:
             return
         import torch
@@ -118,11 +137,12 @@ class RayReporter(Reporter):
             self.flush()
 
     def load_checkpoint(self) -> dict[str, Any] | None:
+        """Ray's checkpoint of this trial (pbt/hyperband: paused, or cloned from a better one), else the folder's."""
         from ray import tune
 
-        checkpoint = tune.get_checkpoint()
+        checkpoint = tune.get_checkpoint() if self.checkpoints else None
         if checkpoint is None:
-            return None
+            return super().load_checkpoint()
         import torch
 
         with checkpoint.as_directory() as folder:
@@ -146,7 +166,10 @@ def run_ray_trial(config: dict[str, Any], job: Job) -> dict[str, Any]:
     if job.cwd not in sys.path:
         sys.path.insert(0, job.cwd)  # module objectives (objectives.x:fn) import as they do in the driver
     number, cfg = trial_number(config), trial_config(config)
-    reporter = RayReporter(Path(job.study_dir) / f"trial-{number}", job.checkpoints)
+    resume = config[KEY].get("resume") or {}
+    reporter = RayReporter(
+        trial_dir(Path(job.study_dir), number), job.checkpoints, Path(resume["path"]) if resume else None, resume.get("trial")
+    )
     outcome = run_trial(load_objective(job.objective, Path(job.base_dir)), cfg, reporter, job.metrics)
     reporter.flush()
     reporter.close(hparams=cfg, final=outcome.metrics)
@@ -188,11 +211,24 @@ class Recorder:
             self.outcomes[number] = json.loads(result[FINAL_KEY])
             return
         epoch, metrics = int(result["epoch"]), json.loads(result[METRICS_KEY])
+        if RESUMED_KEY in result:
+            self.took_over(number, json.loads(result[RESUMED_KEY]))
         self.history.setdefault(number, []).append({"epoch": epoch, **metrics})
         self.progress.epoch(number, epoch, trial_config(trial.config).get("epochs"), metrics)
         first = self.spec.metrics[0]
         if len(self.spec.metrics) == 1 and finite(metrics.get(first)):
             self.storage.set_trial_intermediate_value(self.trial_id(number), epoch, float(metrics[first]))
+
+    def took_over(self, number: int, resumed: dict[str, Any]) -> None:
+        """A retry resumed a dead trial's checkpoint: its earlier epochs become this trial's, as on the Optuna backend."""
+        tid = self.trial_id(number)
+        self.storage.set_trial_user_attr(tid, RESUMED_FROM, {"trial": resumed["trial"], "epoch": resumed["epoch"]})
+        self.history[number] = list(resumed["history"])
+        first = self.spec.metrics[0]
+        for row in resumed["history"]:
+            if len(self.spec.metrics) == 1 and finite(row.get(first)):
+                self.storage.set_trial_intermediate_value(tid, int(row["epoch"]), float(row[first]))
+        self.progress.print(f"trial {number} resumes trial {resumed['trial']} from its epoch {resumed['epoch']} checkpoint")
 
     def on_end(self, trial: Any, error: str | None) -> None:
         number = trial_number(trial.config)
@@ -204,7 +240,7 @@ class Recorder:
         history = self.history.pop(number, [])
         ended = self.outcomes.pop(number, None) or self.from_error(error) or self.stopped(trial, history)
         tid = self.trial_id(number)
-        attrs = {k: v for k, v in ended.items() if k not in ("state", "values")}
+        attrs = {k: v for k, v in ended.items() if k not in ("state", "values", "died")}
         attrs["history"] = history
         attrs["config"] = trial_config(trial.config)  # pbt: the perturbed config
         for key, value in attrs.items():
@@ -213,6 +249,11 @@ class Recorder:
         values = ended.get("values") if state == TrialState.COMPLETE else None
         self.study.tell(number, values[0] if values and len(values) == 1 else values, state=state)
         frozen = self.storage.get_trial(tid)
+        if ended.get("died") and retry(self.study, frozen):  # asked for first in the next round; resumes from its checkpoint
+            self.progress.print(f"trial {number} {ended['reason']}: config retried next")
+        else:
+            with contextlib.suppress(OSError):
+                clean_up(self.study, self.spec.study_dir, frozen)
         refresh(self.progress, self.study, self.spec)
         self.progress.counts.running = len(self.running)  # Ray's view: trials paused by pbt are RUNNING in the study
         self.progress.trial(number, reason(frozen), trial_value_text(frozen, self.spec), frozen.params)
@@ -235,6 +276,8 @@ class Recorder:
             ended: dict[str, Any] = json.loads(found.group(1))
             return ended
         lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
+        if DIED.search(error):
+            return {"state": "failed", "reason": "failed: process died (its Ray worker exited)", "died": True}
         return {"state": "failed", "reason": f"failed: {lines[-1] if lines else 'Ray trial error'}"}
 
     def stopped(self, trial: Any, history: list[dict[str, float]]) -> dict[str, Any]:
@@ -259,6 +302,17 @@ class Recorder:
         return {"state": "pruned", "reason": f"pruned at epoch {epoch}", **attrs}
 
 
+def trial_error(trial: Any) -> str:
+    """The error text Ray wrote for a trial: its local error file (``get_error`` reads the storage
+    copy, which is not synced yet when the callback runs, so it came back empty)."""
+    path = trial.error_file
+    if path and os.path.exists(path):
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    error = trial.get_error()
+    return str(error) if error is not None else "Ray trial error"
+
+
 def make_callback(recorder: Recorder) -> Any:
     from ray.tune import Callback
 
@@ -276,8 +330,7 @@ def make_callback(recorder: Recorder) -> Any:
             recorder.on_end(trial, None)
 
         def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-            error = trial.get_error()
-            recorder.on_end(trial, str(error) if error is not None else "Ray trial error")
+            recorder.on_end(trial, trial_error(trial))
 
     return RecordTrials()
 
@@ -294,7 +347,7 @@ def make_searcher(spec: Spec, storage: Any, sampler: optuna.samplers.BaseSampler
             config = spec.config_for(spec.tree.config_from_params(ot_trial.params))
             set_attrs(recorder.study, ot_trial, user={"config": config, "backend": "ray"}, system={UNWATCHED: True})
             recorder.asked.add(ot_trial.number)
-            return {KEY: {"trial": ot_trial.number, "config": config}}
+            return {KEY: {"trial": ot_trial.number, "config": config, "resume": resume_of(recorder.study, spec, ot_trial)}}
 
         def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
             pass  # intermediate values: Recorder (keyed by epoch, not by Ray's iteration)
@@ -313,6 +366,12 @@ def make_searcher(spec: Spec, storage: Any, sampler: optuna.samplers.BaseSampler
     return StudySearch(
         space=space, metric=metric, mode=modes if len(modes) > 1 else modes[0], sampler=sampler, study_name=spec.study, storage=storage
     )
+
+
+def resume_of(study: optuna.Study, spec: Spec, trial: optuna.Trial) -> dict[str, Any] | None:
+    """A retry of a trial whose worker died: the checkpoint it starts from (absolute, for Ray workers elsewhere)."""
+    source = resume_source(study, spec.study_dir, trial)
+    return {"trial": source[0], "path": str(source[1].resolve())} if source else None
 
 
 def trial_number(config: dict[str, Any]) -> int:
@@ -339,7 +398,7 @@ def search_setup(spec: Spec, study: optuna.Study, recorder: Recorder, scheduler:
         config = spec.config_for(spec.tree.suggest(trial))
         set_attrs(study, trial, user={"config": config, "backend": "ray"}, system={UNWATCHED: True})
         recorder.asked.add(trial.number)
-        return {"trial": trial.number, "config": config}
+        return {"trial": trial.number, "config": config, "resume": resume_of(study, spec, trial)}
 
     return BasicVariantGenerator(), {KEY: tune.sample_from(ask)}
 
