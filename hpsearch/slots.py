@@ -105,7 +105,6 @@ class Pool:
     live: dict[int, SlotProcess] = field(default_factory=dict)
     workers: set[str] = field(default_factory=set)  # every slot process this run started
     placed: dict[str, Slot] = field(default_factory=dict)  # worker -> its slot (packing: which GPU a trial ran on)
-    crashed: int = 0  # slot processes that died (not a clean exit, not a max_failures stop)
 
     def start(self, slot: Slot, crashes_in_a_row: int = 0) -> None:
         env = {**os.environ, **slot.env(), SPEC_ENV: json.dumps(self.spec.model_dump(mode="json")), "PYTHONUNBUFFERED": "1"}
@@ -141,7 +140,6 @@ class Pool:
         gone = [e for e in self.live.values() if e.proc.poll() is not None]
         for e in gone:
             del self.live[e.slot.index]
-        self.crashed += sum(e.proc.returncode not in (0, STOPPED) for e in gone)
         return gone
 
     def signal_all(self, sig: int) -> None:
@@ -214,6 +212,7 @@ class Watch:
     retiring: set[int] = field(default_factory=set)  # slots asked to stop for the plan: not replaced, not counted
     packed: set[int] = field(default_factory=set)  # trials the packer has seen finish
     sized: set[int] = field(default_factory=set)  # trials whose config size the packer has seen
+    crashed: int = 0  # slot processes that died (not a clean exit, a max_failures stop or a retired slot)
 
     def loop(self) -> None:
         while self.pool.live:
@@ -224,7 +223,9 @@ class Watch:
     def tick(self) -> None:
         for line in self.pool.drain():
             self.progress.print(line)
-        self.bury(self.pool.ended())
+        gone = self.pool.ended()
+        self.crashed += sum(e.proc.returncode not in (0, STOPPED) and e.slot.index not in self.retiring for e in gone)
+        self.bury(gone)
         refresh(self.progress, self.study, self.spec)
         trials = self.study.get_trials(deepcopy=False)
         self.report(trials)
@@ -295,7 +296,7 @@ class Watch:
         if self.packer.update() is not None:
             for line in self.packer.lines():
                 self.progress.print(f"plan: {line}")
-        if self.stopping or self.pool.crashed or (self.pool.deadline and time.time() >= self.pool.deadline):
+        if self.stopping or self.crashed or (self.pool.deadline and time.time() >= self.pool.deadline):
             return  # after a slot process died, auto adds no slots: the death may have been memory
         busy = {t.user_attrs.get(WORKER) for t in trials if t.state == TrialState.RUNNING}
         idle = sum(e.worker not in busy for e in self.pool.live.values() if e.slot.index not in self.retiring)
@@ -328,14 +329,16 @@ def claimed_config(spec: Spec, trial: FrozenTrial) -> dict[str, Any]:
     """The config a trial was claimed with (an out-of-memory retry later records its smaller one)."""
     try:
         return spec.config_for(spec.tree.config_from_params(trial.params))
-    except KeyError:  # still sampling: the stamp, if any
+    except KeyError:  # params that do not fill the space (a sample that failed, a space changed since): the stamp
         config = trial.user_attrs.get("config")
         return config if isinstance(config, dict) else {}
 
 
 def out_of_memory(trial: FrozenTrial) -> bool:
-    """Retried with a smaller micro-batch, or failed on it (also "failed: OutOfMemoryError: CUDA out of memory ...")."""
-    return bool(trial.user_attrs.get("oom_retries")) or "out of memory" in str(trial.user_attrs.get("reason", "")).lower()
+    """Retried with a smaller micro-batch, or failed on it (also "failed: OutOfMemoryError: CUDA out of memory ...");
+    not a slot process killed by SIGKILL ("(out of memory?)": the host's memory, if anything)."""
+    text = str(trial.user_attrs.get("reason", ""))
+    return bool(trial.user_attrs.get("oom_retries")) or ("out of memory" in text.lower() and not text.startswith("failed: slot process"))
 
 
 def packer_for(spec: Spec, slots: list[Slot]) -> tuple[Packer | None, str | None]:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
+import signal
 import subprocess
 
 import optuna
@@ -12,10 +14,11 @@ from optuna.trial import TrialState
 
 from hpsearch import devices
 from hpsearch.cli import main
-from hpsearch.devices import gpu_memory, in_process, plan_slots
+from hpsearch.devices import Slot, gpu_memory, in_process, plan_slots
 from hpsearch.errors import UserError
 from hpsearch.packing import Packer, Peak, Probe, Size, fits, plan, trial_mb
-from hpsearch.slots import packer_for
+from hpsearch.progress import Progress
+from hpsearch.slots import Pool, SlotProcess, Watch, packer_for
 from hpsearch.spec import Resources, Spec
 from tests.conftest import ROOT
 
@@ -145,6 +148,38 @@ def test_without_a_memory_reading_auto_says_so_and_keeps_one_slot_per_gpu(monkey
         None,
         None,
     )
+
+
+class FakeProc:
+    """A slot process that records the signals the parent sends it."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.signals = pid, []
+
+    def send_signal(self, sig: int) -> None:
+        self.signals.append(sig)
+
+
+def test_the_pool_starts_slots_when_the_plan_grows_and_retires_the_newest_when_it_shrinks():
+    spec = Spec(study="s", resources={"trials_per_gpu": "auto"})
+    pool = Pool(spec, ["slot"], None)
+
+    def start(slot: Slot, crashes_in_a_row: int = 0) -> None:  # no process: what the parent decides is the point
+        entry = SlotProcess(slot, FakeProc(1000 + slot.index))
+        pool.live[slot.index], pool.placed[entry.worker] = entry, slot
+
+    pool.start = start
+    out = io.StringIO()
+    watch = Watch(None, spec, Progress("s", 10, stream=out), pool, set(), next_index=1)
+    start(Slot(0, ("0",), 2))
+    assert watch.follow("0", wanted=3, spare=5) == 2 and sorted(pool.live) == [0, 1, 2]
+    assert all(e.slot == Slot(e.slot.index, ("0",), 2) for e in pool.live.values())  # same GPU, same thread share
+    assert watch.follow("0", wanted=1, spare=5) == 0
+    assert [pool.live[i].proc.signals for i in (0, 1, 2)] == [[], [signal.SIGUSR1], [signal.SIGUSR1]]  # finish, then stop
+    assert [e.slot.index for e in watch.on_gpu("0")] == [0] and watch.retiring == {1, 2}  # retiring slots are not replaced
+    assert watch.follow("0", wanted=3, spare=1) == 1  # no more slots than unclaimed trials
+    assert "slot 2 (GPU 0) finishes its trial and stops: the plan has 1 there" in out.getvalue()
+    assert "slot 3: GPU 0, 2 threads: started for the plan (pid 1003)" in out.getvalue()
 
 
 # ---------------------------------------------------------------------------- through the CLI
