@@ -121,3 +121,10 @@ def test_an_objective_without_a_build_hook_is_one_line(write_spec, capsys):
     assert main(["profile", str(spec)]) == 2
     err = capsys.readouterr().err
     assert "has no build hook" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_trial_with_an_exported_config_is_one_line(tmp_path, capsys):
+    config = write_config(tmp_path / "c.yaml")
+    assert main(["profile", str(config), "--trial", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--trial picks a trial of a spec's study; this is an exported config" in err and len(err.strip().splitlines()) == 1
