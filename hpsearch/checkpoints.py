@@ -51,12 +51,10 @@ def resume_source(study: optuna.Study, study_dir: Path, trial: optuna.Trial | Fr
 
 
 def best_numbers(study: optuna.Study) -> set[int]:
-    try:
-        if len(study.directions) > 1:
-            return {t.number for t in study.best_trials}
-        return {study.best_trial.number}
-    except ValueError:  # no completed trial yet
-        return set()
+    """The study's own best trial(s): one imported by warm_start.study ran elsewhere and has no checkpoint here."""
+    from hpsearch.study import own_best
+
+    return {t.number for t in own_best(study)}
 
 
 def clean_up(study: optuna.Study, study_dir: Path, ended: FrozenTrial) -> list[Path]:
