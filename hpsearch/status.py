@@ -9,8 +9,8 @@ What the storage can and cannot say:
   trials its host was seen running at once (from the trials' start and end times);
 - a heartbeat is a counter (``hpsearch:beat``), not a time: one snapshot shows how many beats
   a trial made in its age; only a watcher that sees it twice can tell that it moved;
-- times are the workers' clocks (Optuna stores naive local datetimes): ages assume this
-  machine's clock and time zone agree with theirs.
+- times are the workers' clocks: ages assume this machine's clock agrees with theirs (Optuna 5
+  stores UTC and returns this machine's local time; Optuna 4 stored the writer's local time).
 """
 
 from __future__ import annotations
