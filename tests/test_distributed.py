@@ -77,6 +77,9 @@ def test_hpsearch_train_processes_2_trains_and_writes_metrics_and_model(tmp_path
         main(["train", str(config), "-o", str(tmp_path / "bad"), "--processes", "0"])
     err = capsys.readouterr().err
     assert bad.value.code == 2 and err.strip().count("\n") == 0 and "--processes: must be a positive integer" in err
+    assert main(["train", str(config), "-o", str(tmp_path / "bad"), "--devices", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--devices 1000:" in err and "CUDA GPU(s) visible; on CPU use --processes 1000" in err
     assert not (tmp_path / "bad").exists()
 
 
