@@ -120,9 +120,12 @@ class Status:
 # ---------------------------------------------------------------------------- gathering
 
 
-def gather(spec: Spec, failures: int = FAILURES, now: datetime | None = None) -> Status:
-    """The study's state, read only from the storage. UserError (one line) when there is no such study."""
-    study = load_study(spec)
+def gather(spec: Spec, failures: int = FAILURES, now: datetime | None = None, study: optuna.Study | None = None) -> Status:
+    """The study's state, read only from the storage. UserError (one line) when there is no such study.
+
+    ``study``: one opened before (``--watch``): Optuna caches its finished trials, so a refresh
+    reads only the trials that are new or were unfinished."""
+    study = study or load_study(spec)
     trials = study.get_trials(deepcopy=False)
     now = now or datetime.now()
     beat_s, grace_s = intervals()
@@ -505,6 +508,7 @@ class Watcher:
 
     spec: Spec
     beats: BeatWatch = field(default_factory=BeatWatch)
+    study: optuna.Study | None = None  # kept open between refreshes; opened again after a failure
     last: Status | None = None
     problem: str | None = None
 
@@ -515,8 +519,10 @@ class Watcher:
         import sqlalchemy.exc
 
         try:
-            self.last, self.problem = self.beats.update(gather(self.spec)), None
+            self.study = self.study or load_study(self.spec)
+            self.last, self.problem = self.beats.update(gather(self.spec, study=self.study)), None
         except (UserError, sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+            self.study = None
             if self.last is None:
                 raise
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

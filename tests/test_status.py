@@ -12,6 +12,7 @@ import sys
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -19,6 +20,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.cli import main
 from hpsearch.liveness import BEAT, PROCESS
+from hpsearch.spec import Spec
 from hpsearch.status import BeatWatch, Running, eta, heartbeat_text, workers
 from hpsearch.storage import open_storage, set_attrs
 from tests.conftest import ROOT, TOY, cli
@@ -147,11 +149,11 @@ def test_watch_keeps_the_last_read_when_a_refresh_fails(spec: Path, capsys: pyte
 
     real, reads, sleeps = module.gather, [], []
 
-    def gather(spec_: object) -> module.Status:
+    def gather(spec_: Spec, **kwargs: Any) -> module.Status:
         reads.append(1)
         if len(reads) == 2:  # the storage is out of reach for one refresh, e.g. a network blip
             raise sqlalchemy.exc.OperationalError("SELECT", {}, Exception("could not connect to server"))
-        return real(spec_)  # type: ignore[arg-type]
+        return real(spec_, **kwargs)
 
     def sleep(seconds: float) -> None:
         sleeps.append(seconds)
