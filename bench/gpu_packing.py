@@ -37,12 +37,12 @@ MEMORY = ROOT / "tests" / "fixtures" / "memory.py"
 PLAN = re.compile(r"plan: GPU (\S+): (\d+) slots?")
 
 
-def run_cli(mode: str, trials: int, folder: Path, smoke: bool) -> dict[str, Any]:
+def run_cli(mode: str, trials: int, most: int, folder: Path, smoke: bool) -> dict[str, Any]:
     import optuna
 
     study = f"pack-{mode}-{time.monotonic_ns()}"
     sets = ["pruner.name=none", "budget.timeout=36000", "budget.max_failures=5", "resources.workers=null", "resources.gpus_per_trial=1"]
-    sets.append(f"resources.trials_per_gpu={mode}")
+    sets += [f"resources.trials_per_gpu={mode}", f"resources.trials_per_gpu_max={most}"]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     if smoke:  # the fake GPU and the torch-free fixture: the code path, not a measurement
         sets += [f"objective={MEMORY}:objective", "fixed.epochs=1", "fixed.sleep=0.1"]
@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.add_argument("--trials", type=int, default=24, help="finished trials per run")
     p.add_argument("--repeats", type=int, default=2, help="runs of each variant, interleaved")
+    p.add_argument("--max", type=int, default=4, help="resources.trials_per_gpu_max for auto (the spec's default is 4)")
     args = p.parse_args(argv)
     started = time.perf_counter()
     gpu = None
@@ -89,7 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     else:
         args.trials, args.repeats = 1, 1
     with tempfile.TemporaryDirectory(prefix="hpsearch-packing-") as tmp:
-        runs = interleave({m: (lambda r, m=m: run_cli(m, args.trials, Path(tmp), args.smoke)) for m in ("1", "auto")}, args.repeats)
+        runs = interleave(
+            {m: (lambda r, m=m: run_cli(m, args.trials, args.max, Path(tmp), args.smoke)) for m in ("1", "auto")}, args.repeats
+        )
     med = {m: {k: median([r[k] for r in rs]) for k in ("wall_s", "trials_per_hour", "epochs_per_hour")} for m, rs in runs.items()}
     speedup = ratio(med["auto"]["trials_per_hour"], med["1"]["trials_per_hour"])
     most = max(r["most_slots_per_gpu"] for r in runs["auto"])
@@ -112,7 +115,15 @@ def main(argv: list[str] | None = None) -> None:
         smoke=args.smoke,
         goal="(no target) trials per hour, auto vs 1 per GPU",
         goal_met=None,
-        figures={"gpu": gpu, "trials": args.trials, "repeats": args.repeats, "auto_over_1": speedup, "medians": med, "runs": runs},
+        figures={
+            "gpu": gpu,
+            "trials": args.trials,
+            "repeats": args.repeats,
+            "trials_per_gpu_max": args.max,
+            "auto_over_1": speedup,
+            "medians": med,
+            "runs": runs,
+        },
         table={"columns": ["trials_per_gpu", "wall s", "trials/h", "epochs/h", "most slots per GPU", "OOM retries"], "rows": rows},
         notes=[
             "Medians over the repeats; wall time includes process starts and dataset loading, as a user waits for them.",
