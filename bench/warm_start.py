@@ -20,7 +20,7 @@ warm start reaches the same best with less compute (ratio < 1). Each search's be
 retrained on the full 54,000-image train split (bench/search_quality.py's retrain) and scored on
 the 10,000 test images.
 
-    .venv/bin/python bench/warm_start.py            # 3 seeds, 72-epoch budgets (~10-15 min on 2 busy cores)
+    .venv/bin/python bench/warm_start.py            # 3 seeds, 72-epoch budgets (~5 CPU-min per seed; 15-20 min wall per seed at load 8-10)
     .venv/bin/python bench/warm_start.py --smoke    # seconds: tiny subsets, 1-epoch trials
 """
 
@@ -43,6 +43,7 @@ from search_quality import SPEC, WITHIN, Setup, Trial, curve, epochs_to, retrain
 
 SOURCE_TRAIN, FULL_TRAIN = 3000, 12000  # training images per epoch: the cost of an epoch in each setting
 TOP = 2  # configs of the source re-evaluated first
+SOURCE_SEED = 1000  # the source study of seed s uses sampler and training seed 1000 + s
 
 
 @dataclass
@@ -109,11 +110,17 @@ def final_best(s: Search) -> float:
 
 def one_seed(seed: int, full: Setup, src: Setup, cache: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        source = search(src, seed, Path(tmp) / "source", [], cut=False)
-        db = Path(tmp) / "source" / f"sq-{seed}" / "study.db"
+        # The source is another run: with the cold search's sampler seed its TPE would replay the cold
+        # search's first configs (same random start-up draws, then similar models), and the warm start
+        # would be handed the cold search's own later finds.
+        source = search(src, SOURCE_SEED + seed, Path(tmp) / "source", [], cut=False)
+        db = Path(tmp) / "source" / f"sq-{SOURCE_SEED + seed}" / "study.db"
         cold = search(full, seed, Path(tmp) / "cold", [])
         warm = search(
-            full, seed, Path(tmp) / "warm", [f"warm_start.study=sq-{seed}", f"warm_start.storage=sqlite:///{db}", f"warm_start.top={TOP}"]
+            full,
+            seed,
+            Path(tmp) / "warm",
+            [f"warm_start.study=sq-{SOURCE_SEED + seed}", f"warm_start.storage=sqlite:///{db}", f"warm_start.top={TOP}"],
         )
     for s in (cold, warm):
         if s.best_config is not None:
@@ -143,6 +150,10 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path) -> dict[str, Any]:
         "wall_s": {"source": source.wall_s, "cold": cold.wall_s, "warm": warm.wall_s},
         "cold_trials": len(cold.trials),
         "warm_trials": len(warm.trials),
+        "cold_best_config": cold.best_config,
+        "warm_best_config": warm.best_config,
+        "warm_best_is_a_reevaluated_source_config": warm.best_config is not None
+        and any(same_params(warm.best_config, t.config) for t in warm.trials[:TOP]),
     }
     row["ratio"] = None if row["warm_cost_to_cold_best"] is None or not cold_reach else row["warm_cost_to_cold_best"] / cold_reach
     print(f"  seed {seed}: {json.dumps({k: v for k, v in row.items() if k != 'wall_s'}, default=str)}", flush=True)
@@ -183,7 +194,17 @@ def main(argv: list[str] | None = None) -> None:
     if args.smoke:
         args.seeds = 1
     with tempfile.TemporaryDirectory() as cache:
-        rows = [one_seed(seed, full, src, Path(cache)) for seed in range(args.seeds)]
+        rows: list[dict[str, Any]] = []
+        for seed in range(args.seeds):  # the result is written after every seed: a cut-short run keeps what it measured
+            rows.append(one_seed(seed, full, src, Path(cache)))
+            report(args, rows, full, src, started)
+
+
+def same_params(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return {k: v for k, v in a.items() if k != "seed"} == {k: v for k, v in b.items() if k != "seed"}
+
+
+def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, started: float) -> None:
     ratio = med([r["ratio"] for r in rows])
     reached = sum(r["warm_cost_to_cold_best"] is not None for r in rows)
     met = ratio is not None and ratio < 1 and reached * 2 > len(rows)
@@ -193,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
         "source_setting": src.fixed,
         "source_cost_full_epochs": statistics.median(r["source_cost_full_epochs"] for r in rows),
         "top": TOP,
-        "seeds": args.seeds,
+        "seeds": len(rows),
         "median_ratio_warm_to_cold": ratio,
         "seeds_warm_reached_cold_best": reached,
         "per_seed": rows,
@@ -254,7 +275,10 @@ def main(argv: list[str] | None = None) -> None:
         "completed source trial that fits the space (here the same space, so none are skipped); imported trials carry the "
         "source's 2-epoch, 3,000-image values, which are lower than full-setting values: TPE uses them to rank regions, "
         "not as results. Best, promote and the pruner's start-up use the study's own trials only.",
-        f"{args.seeds} seeds; 5,000 validation images, so a few tenths of a point are within noise. Searches run one "
+        f"The source study of seed s runs with sampler and training seed {SOURCE_SEED}+s: with the cold search's own seed, "
+        "its TPE replays the cold search's path (the same random start-up configs, then near-identical proposals), and the "
+        "warm start would be handed configs the cold search finds later anyway.",
+        f"{len(rows)} seed(s) of {args.seeds} planned; 5,000 validation images, so a few tenths of a point are within noise. Searches run one "
         "after another, one thread each, on a machine shared with other jobs.",
     ]
     write_result(
