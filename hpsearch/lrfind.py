@@ -109,12 +109,13 @@ def targets(spec: Spec) -> list[Target]:
             f"{spec.path}: objective: lr-find drives the built-in objective ({BUILTIN}) step by step; "
             f"{spec.objective} is a black box to it (set the lr range by hand, or search a wide log range)"
         )
-    tree = spec.tree
-    top = tree.params.get("optimizer")
+    from hpsearch.train.defaults import setting
+
+    top = spec.tree.params.get("optimizer")
     if isinstance(top, Choice):
         options = [str(o) for o in top.options]
     else:
-        options = [str(top.value if isinstance(top, Const) else spec.fixed.get("optimizer", "sgd"))]
+        options = [str(top.value if isinstance(top, Const) else setting(spec.fixed, "optimizer"))]
     found = [t for o in options if (t := _target(spec, o, isinstance(top, Choice))) is not None]
     if not found:
         raise UserError(
