@@ -67,7 +67,7 @@ def build_pruner(spec: Spec) -> optuna.pruners.BasePruner:
 
 
 def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.Study:
-    """Create the study or load it (resume); warm starts are enqueued only on creation.
+    """Create the study or load it (resume); warm starts are imported and enqueued only on creation.
 
     A study remembers what defines it (``definition``: objective, metrics, directions, the
     ``fixed:`` values, the space). Resuming it with another objective, metric, direction or
