@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -69,6 +72,15 @@ def status(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, st
     return code, out, err
 
 
+def contents(db: Path) -> bytes:
+    """The database with its write-ahead log folded in and emptied (by the test's own connection), then its bytes and the log's."""
+    gc.collect()  # connections the fixture's writers left open: a last one closing would checkpoint on its own
+    with contextlib.closing(sqlite3.connect(db)) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    wal = Path(f"{db}-wal")
+    return db.read_bytes() + (wal.read_bytes() if wal.exists() else b"")
+
+
 def rows_after(out: str, title: str) -> list[list[str]]:
     """The rows (split on spaces) of the table whose title starts with ``title``, header dropped."""
     block = out.split(f"\n\n{title}", 1)[1].split("\n\n", 1)[0]
@@ -77,7 +89,7 @@ def rows_after(out: str, title: str) -> list[list[str]]:
 
 def test_status_shows_budget_best_workers_running_and_failures(spec: Path, capsys: pytest.CaptureFixture[str]):
     db = spec.parent / "runs" / "toy" / "study.db"
-    before = db.stat().st_mtime_ns
+    before = contents(db)
     code, out, err = status(capsys, str(spec))
     assert code == 0, err
     assert "budget: 2/2 done, 1 running, 1 failed; budget reached" in out
@@ -90,7 +102,7 @@ def test_status_shows_budget_best_workers_running_and_failures(spec: Path, capsy
     assert running[:2] == ["3", "3/6"] and running[3] == ELSEWHERE  # trial 3 at epoch 3 of 6
     [failure] = rows_after(out, "recent failures")
     assert failure[0] == "1" and "failed: RuntimeError: boom at epoch 1" in " ".join(failure)
-    assert db.stat().st_mtime_ns == before  # read only
+    assert contents(db) == before  # it wrote nothing
 
 
 def test_status_json(spec: Path, capsys: pytest.CaptureFixture[str]):
@@ -140,6 +152,37 @@ def test_watch_refreshes_until_ctrl_c_then_exits_0(spec: Path):
     out, err = proc.communicate(timeout=60)
     assert refreshes == 2
     assert proc.returncode == 0 and "Traceback" not in err
+
+
+def test_watch_on_a_terminal_redraws_in_place_until_ctrl_c(spec: Path):
+    import pty
+    import select
+
+    master, slave = pty.openpty()  # a terminal: rich tables, redrawn by rich.live
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpsearch.cli", "status", str(spec), "--watch", "0.2"],
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "120", "TERM": "xterm"},
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    os.close(slave)
+    seen = b""
+    deadline = time.monotonic() + 120
+    while seen.count(b"budget:") < 2 and time.monotonic() < deadline and proc.poll() is None:  # drawn, then redrawn
+        if select.select([master], [], [], 0.2)[0]:
+            seen += os.read(master, 65536)
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 0
+    with contextlib.suppress(OSError):  # the rest of the screen (Linux: EIO once the terminal's other end is closed)
+        while select.select([master], [], [], 0.2)[0] and (chunk := os.read(master, 65536)):
+            seen += chunk
+    os.close(master)
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", seen.decode())  # colours and cursor moves removed
+    assert screen.count("budget:") >= 2 and "┃ trial ┃" in screen  # a rich table's header
+    assert "Traceback" not in screen
 
 
 def test_watch_keeps_the_last_read_when_a_refresh_fails(spec: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
