@@ -35,6 +35,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from hpsearch.devices import cpu_cores
 from hpsearch.objective import Objective, load_objective
 from hpsearch.reporter import Pruned, Reporter
 
@@ -136,8 +137,8 @@ def _start_rank(job_dir: Path, rank: int, world: int, port: int, channel: socket
         "MASTER_PORT": str(port),
     }
     threads = os.environ.get("OMP_NUM_THREADS", "")
-    if threads.isdigit():  # a slot's cores are shared by its ranks
-        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, int(threads) // world))
+    share = int(threads) if threads.isdigit() else cpu_cores()  # a slot's threads, else our cores
+    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, share // world))  # the ranks share them
     args = [sys.executable, "-m", "hpsearch.distributed", str(job_dir), str(rank)]
     fds: tuple[int, ...] = ()
     if channel is not None:
