@@ -317,6 +317,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def watch_seconds(text: str) -> float:
+    """--watch [SECONDS]: a spec path right after --watch was meant as SPEC, so say where --watch goes."""
+    if text.endswith((".yaml", ".yml")):
+        raise argparse.ArgumentTypeError(f"expected seconds, got the spec {text!r}: put --watch after SPEC (hpsearch status SPEC --watch)")
+    return positive_float(text)
+
+
 # -- scale-out (worker): commands --
 
 
@@ -528,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--watch",
         nargs="?",
         const=5.0,
-        type=positive_float,
+        type=watch_seconds,
         metavar="SECONDS",
         help="refresh every SECONDS (default 5) until Ctrl-C; put it after SPEC",
     )

@@ -131,6 +131,13 @@ def test_missing_study_is_one_line_and_creates_nothing(tmp_path: Path, spec: Pat
     assert names == ["toy"]
 
 
+def test_watch_before_the_spec_says_where_it_goes(spec: Path, capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as exit_:
+        main(["status", "--watch", str(spec)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and "put --watch after SPEC" in err
+
+
 def test_watch_refreshes_until_ctrl_c_then_exits_0(spec: Path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpsearch.cli", "status", str(spec), "--watch", "0.2"],
