@@ -136,6 +136,8 @@ def _start_rank(job_dir: Path, rank: int, world: int, port: int, channel: socket
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(port),
     }
+    if sys.platform == "linux":  # one machine: gloo on loopback, not on whatever the hostname resolves to
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     threads = os.environ.get("OMP_NUM_THREADS", "")
     share = int(threads) if threads.isdigit() else cpu_cores()  # a slot's threads, else our cores
     env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(max(1, share // world))  # the ranks share them
