@@ -42,6 +42,7 @@ from hpsearch.reporter import Pruned, Reporter
 PROCESSES_KEY = "processes"  # config key: ranks per objective call; 1 = no torch.distributed
 JOIN_TIMEOUT_S = 300  # init_process_group and each collective give up after this long (a rank hung)
 FINISH_GRACE_S = 120  # after rank 0 returned or stopped, the others have this long to exit
+PORT_TRIES = 3  # rendezvous attempts, each on a new free port
 POLL_S = 0.1  # how often the supervisor looks at the ranks' exit codes
 STOPPED = 3  # a rank's exit code after a stop decided at rank 0 (pruned, diverged, a reporter error)
 
@@ -79,7 +80,13 @@ def launcher(objective: Objective, world: int) -> Objective:
     """An objective with the same contract that runs ``objective`` as ``world`` ranks."""
 
     def run(config: dict[str, Any], reporter: Any) -> dict[str, float]:
-        return launch(entry_of(objective), config, reporter, world)
+        for attempt in range(1, PORT_TRIES + 1):
+            try:
+                return launch(entry_of(objective), config, reporter, world)
+            except RankFailed as exc:  # another process took the free port before rank 0 listened on it
+                if "address already in use" not in str(exc).lower() or attempt == PORT_TRIES:
+                    raise
+        raise AssertionError("unreachable")
 
     return run
 
