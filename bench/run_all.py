@@ -235,13 +235,17 @@ def _search_quality(r: dict[str, Any]) -> str:
         )
     lf = rows.get("lrfind")
     if lf:
-        reach, hp_reach, rnd_reach = (r["epochs_to_random_best"] for r in (lf, hp, rows["random"]))
-        shown = " vs ".join("never" if x is None else f"{x:g}" for x in (reach, hp_reach, rnd_reach))
-        cheaper = reach is not None and all(x is None or reach < x for x in (hp_reach, rnd_reach))
+        reach = lf["epochs_to_random_best"]
+
+        def verdict(name: str, other: float | None) -> str:
+            shown = f"{'never' if reach is None else format(reach, 'g')} vs {'never' if other is None else format(other, 'g')} epochs"
+            cheaper = reach is not None and (other is None or reach < other)
+            return f"{'cheaper' if cheaper else '**not cheaper**'} than {name} ({shown})"
+
         text += (
-            f"**lr-find ({lf['label']}):** random search's final best was reached in {shown} epochs (lr-find's row vs hpsearch "
-            f"defaults vs random search, median seed, lr-find's own steps included): "
-            + ("cheaper than both. " if cheaper else "**not cheaper** than both. ")
+            "**Did lr-find make random search's final best cheaper to reach?** With hpsearch's defaults on lr-find's ranges "
+            f"and lr-find's own steps counted: {verdict('hpsearch defaults on the spec', hp['epochs_to_random_best'])}, "
+            f"{verdict('random search', rows['random']['epochs_to_random_best'])} (median seed; per seed in the table). "
         )
     return text + (
         f"With {f['seeds']} seeds and 5,000 validation images, differences of a few tenths of a point between methods are within noise (see the notes)."

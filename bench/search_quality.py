@@ -672,11 +672,11 @@ def notes(s: dict[str, Any], g: dict[str, Any], setup: Setup, defaults: dict[str
         if "ray_asha" in rows
         else "Wall time: two searches side by side, one thread each, on 2 cores shared with other jobs. Ray not run."
     )
-    note = lrfind_note(rows, s["target"], setup.budget)
+    note = lrfind_note(rows, s["target"], setup.budget, s["curves"])
     return out + ([note] if note else [])
 
 
-def lrfind_note(rows: dict[str, Any], target: float, budget: int) -> str | None:
+def lrfind_note(rows: dict[str, Any], target: float, budget: int, curves: dict[str, Any]) -> str | None:
     """Did lr-find's ranges make random search's final best cheaper to reach? Either way, in numbers."""
     lf = rows.get("lrfind")
     if lf is None:
@@ -684,12 +684,27 @@ def lrfind_note(rows: dict[str, Any], target: float, budget: int) -> str | None:
 
     def versus(other: str) -> str:
         a, b = lf["epochs_to_random_best"], rows[other]["epochs_to_random_best"] if other in rows else None
+        seeds = f"per seed {epochs_text(lf).split(' ', 1)[1]} vs {epochs_text(rows[other]).split(' ', 1)[1]}" if other in rows else ""
         if a is None:
-            return f"not cheaper than {other} ({'never' if b is None else format(b, 'g')} epochs)"
+            return f"not cheaper than {other} ({'never' if b is None else format(b, 'g')} epochs; {seeds})"
         if b is None:
-            return f"cheaper than {other}, which did not reach it (median seed)"
-        return f"{'cheaper' if a < b else 'not cheaper'} than {other} ({a:g} vs {b:g} epochs, {a / b:.2f}x)"
+            return f"cheaper than {other}, which did not reach it (median seed; {seeds})"
+        return f"{'cheaper' if a < b else 'not cheaper'} than {other} (median {a:g} vs {b:g} epochs, {a / b:.2f}x; {seeds})"
 
+    marks = [budget // 3, 2 * budget // 3, budget]  # epochs at which to compare best-so-far, seed by seed
+    paired = [
+        f"{e} epochs: {', '.join(pct(best_at(c, e)) for c in curves['lrfind'])} vs {', '.join(pct(best_at(c, e)) for c in curves['hpsearch'])}"
+        for e in marks
+    ]
+    seeds = len(curves["lrfind"])
+    ahead = {e: sum(best_at(a, e) > best_at(b, e) for a, b in zip(curves["lrfind"], curves["hpsearch"], strict=True)) for e in marks}
+    anytime = (
+        "Best val so far at equal epochs (lr-find's cost included), seed by seed, lr-find's row vs hpsearch defaults: "
+        + "; ".join(paired)
+        + f" % (ahead in {', '.join(f'{ahead[e]} of {seeds} at {e}' for e in marks)}). "
+        if "hpsearch" in curves and len(curves["hpsearch"]) == len(curves["lrfind"])
+        else ""
+    )
     ranges = "; ".join(
         f"seed {i}: "
         + ", ".join(f"{o} [{x['suggested'][0]:.3g}, {x['suggested'][1]:.3g}] ({x['steps']} steps, {x['stop']})" for o, x in found.items())
@@ -704,8 +719,11 @@ def lrfind_note(rows: dict[str, Any], target: float, budget: int) -> str | None:
         f"({pct(target)} %), epochs per seed {epochs_text(lf)}: {versus('hpsearch')}; {versus('random')}. Final best "
         f"{pct(lf['final_best_val_acc'])} % (hpsearch defaults {pct(rows['hpsearch']['final_best_val_acc']) if 'hpsearch' in rows else '-'} %), "
         f"retrained test {pct(lf['test_acc'])} % (hpsearch defaults {pct(rows['hpsearch']['test_acc']) if 'hpsearch' in rows else '-'} %). "
-        "Caveat: lr-find's suggestion rule (3x the min-loss lr, /30) was chosen after seeing lr-find's curves on this "
-        "spec next to the lrs of the earlier searches' best configs, so this row is not a blind test of the rule."
+        + anytime
+        + "Caveats: lr-find's suggestion rule (3x the min-loss lr, /30) was chosen after seeing lr-find's curves on this "
+        "spec next to the lrs of the earlier searches' best configs, so this row is not a blind test of the rule; with 3 seeds "
+        "a few epochs either way is within noise. Its search wall time was measured at another time and machine load than "
+        "the other rows (below): compare epochs, not seconds."
     )
 
 
@@ -739,7 +757,7 @@ def merge_rows(path: Path, runs: list[Run], setup: Setup, seeds: int, started: f
     notes = [n for n in old["notes"] if not n.startswith(("lr-find row:", "Rows added later:"))]
     notes += [
         n
-        for n in [lrfind_note(f["methods"], target, setup.budget)]
+        for n in [lrfind_note(f["methods"], target, setup.budget, f["curves"])]
         + [
             "Rows added later: "
             + "; ".join(
