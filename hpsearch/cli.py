@@ -160,7 +160,7 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
     spec = load(args)
     targets = lrfind.targets(spec)  # a spec lr-find cannot test fails here, before any training
     if args.apply:
-        lrfind.check_apply(spec, Path(args.apply))
+        lrfind.check_apply(spec, Path(args.apply), targets)
     print(f"{spec.study}: lr range test of {len(targets)} optimizer option(s), other parameters at their middle")
     curves = lrfind.run(spec, args.steps, Path(args.out) if args.out else None)
     print("\n".join(lrfind.table(curves)))

@@ -333,10 +333,13 @@ def run(spec: Spec, steps: int | None = None, out: Path | None = None) -> list[C
 # ---------------------------------------------------------------------------- --apply
 
 
-def check_apply(spec: Spec, out: Path) -> None:
-    """Before any work: --apply never writes over the spec it reads."""
+def check_apply(spec: Spec, out: Path, tested: list[Target] | None = None) -> None:
+    """Before any work: --apply never writes over the spec it reads, and finds each `tested` lr range in its text."""
     if out.resolve() == Path(spec.path).resolve():
         raise UserError(f"{out}: --apply writes a new spec; it never overwrites the spec it reads ({spec.path}): name another file")
+    root = yaml.compose(Path(spec.path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    for target in tested or []:
+        _find(root, ["space", *_yaml_path(target.lr_path).split(".")], spec.path)
 
 
 def suggestions(curves: list[Curve]) -> dict[str, tuple[float, float]]:
@@ -412,9 +415,9 @@ def _num(value: float) -> str:
     return text
 
 
-def _find(root: yaml.MappingNode, keys: list[str], where: str) -> tuple[yaml.Node, yaml.Node]:
+def _find(root: yaml.Node | None, keys: list[str], where: str) -> tuple[yaml.Node, yaml.Node]:
     """(key node, value node) at a key path of the composed YAML."""
-    node: yaml.Node = root
+    node: yaml.Node | None = root
     pair: tuple[yaml.Node, yaml.Node] | None = None
     for key in keys:
         if not isinstance(node, yaml.MappingNode):

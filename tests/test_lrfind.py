@@ -73,18 +73,24 @@ def test_lr_find_suggests_plots_and_writes_a_narrowed_spec(write_spec, tmp_path)
             ["--apply", "SELF"],
             "never overwrites",
         ),
+        (
+            "fixed: {{dataset: digits, model: mlp}}\nspace: {{weight_decay: {{float: [0.0, 0.01]}}}}\n",
+            ["--set", "space.lr={float: [0.01, 0.1], log: true}", "--apply", "OUT"],
+            "space.lr: not found in the file's text",
+        ),
     ],
-    ids=["other-objective", "no-lr-range", "apply-onto-input"],
+    ids=["other-objective", "no-lr-range", "apply-onto-input", "apply-a-range-only-set-on-the-command-line"],
 )
 def test_lr_find_refuses_in_one_line(write_spec, tmp_path, capsys, text, extra, message):
     spec = write_spec("study: x\noutput: runs\n" + text)
     before = spec.read_bytes()
 
-    code = main(["lr-find", str(spec), *[str(spec) if a == "SELF" else a for a in extra]])
+    paths = {"SELF": str(spec), "OUT": str(tmp_path / "out.yaml")}
+    code = main(["lr-find", str(spec), *[paths.get(a, a) for a in extra]])
 
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and message in err[0] and str(spec) in err[0], err
-    assert spec.read_bytes() == before and not (tmp_path / "runs").exists()  # nothing written, no training
+    assert spec.read_bytes() == before and not (tmp_path / "runs").exists() and not (tmp_path / "out.yaml").exists()  # nothing written
 
 
 def test_lr_find_apply_rewrites_a_block_style_lr_shared_by_two_optimizers(write_spec, tmp_path, capsys):
