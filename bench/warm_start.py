@@ -130,6 +130,7 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path) -> dict[str, Any]:
     cold_reach = epochs_to(curve_of(cold), target)
     warm_own = epochs_to(curve_of(warm), target)
     warm_near = epochs_to(curve_of(warm), target - WITHIN)
+    cold_near = epochs_to(curve_of(cold), target - WITHIN)
     row = {
         "seed": seed,
         "source_epochs": source.spent,
@@ -144,6 +145,9 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path) -> dict[str, Any]:
         "warm_own_epochs_to_cold_best": warm_own,
         "warm_cost_to_cold_best": None if warm_own is None else source_cost + warm_own,
         "warm_cost_to_within_0_3_points": None if warm_near is None else source_cost + warm_near,
+        "cold_epochs_to_within_0_3_points": cold_near,
+        "cold_curve": curve_of(cold),  # (own epochs, best val_acc so far)
+        "warm_curve": curve_of(warm),  # own epochs: add source_cost_full_epochs for the total
         "warm_best_at_equal_total": best_within(curve_of(warm), full.budget - source_cost),
         "cold_test_acc": cold.test_acc,
         "warm_test_acc": warm.test_acc,
@@ -156,7 +160,10 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path) -> dict[str, Any]:
         and any(same_params(warm.best_config, t.config) for t in warm.trials[:TOP]),
     }
     row["ratio"] = None if row["warm_cost_to_cold_best"] is None or not cold_reach else row["warm_cost_to_cold_best"] / cold_reach
-    print(f"  seed {seed}: {json.dumps({k: v for k, v in row.items() if k != 'wall_s'}, default=str)}", flush=True)
+    near = row["warm_cost_to_within_0_3_points"]
+    row["ratio_within_0_3_points"] = None if near is None or not cold_near else near / cold_near
+    shown = {k: v for k, v in row.items() if k not in ("wall_s", "cold_curve", "warm_curve", "cold_best_config", "warm_best_config")}
+    print(f"  seed {seed}: {json.dumps(shown, default=str)}", flush=True)
     return row
 
 
@@ -200,6 +207,36 @@ def main(argv: list[str] | None = None) -> None:
             report(args, rows, full, src, started)
 
 
+def plot(rows: list[dict[str, Any]], budget: int, path: Path) -> None:
+    """Best val so far against total compute: cold from 0, warm from the source's cost (dashed), one colour per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, r in enumerate(rows):
+        color = f"C{i}"
+        for key, shift, style in (("cold_curve", 0.0, "-"), ("warm_curve", r["source_cost_full_epochs"], "--")):
+            points = [(shift, math.nan)] + [(e + shift, 100 * v) for e, v in r[key]] + [(budget + shift, math.nan)]
+            xs, ys = [p[0] for p in points], [p[1] for p in points]
+            ys[-1] = ys[-2]
+            label = f"seed {r['seed']} {'cold' if key == 'cold_curve' else 'warm (from the source cost on)'}"
+            ax.step(xs, ys, where="post", linestyle=style, color=color, label=label)
+        ax.axvline(r["source_cost_full_epochs"], color="gray", linewidth=0.6, linestyle=":")
+    ax.set_xlabel("compute: full-setting epochs (12k images), the source study counted by its training images")
+    ax.set_ylabel("best validation accuracy so far (%)")
+    ax.set_title("Fashion-MNIST, MLP: cold start vs warm start from a 3k-image, 2-epoch study")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    finals = [100 * v for r in rows for k in ("cold_curve", "warm_curve") for _, v in r[k]]
+    if finals:
+        ax.set_ylim(max(finals) - 4, max(finals) + 0.5)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def same_params(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return {k: v for k, v in a.items() if k != "seed"} == {k: v for k, v in b.items() if k != "seed"}
 
@@ -216,6 +253,8 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
         "top": TOP,
         "seeds": len(rows),
         "median_ratio_warm_to_cold": ratio,
+        "median_ratio_within_0_3_points": med([r["ratio_within_0_3_points"] for r in rows]),
+        "png": "warm_start.png",
         "seeds_warm_reached_cold_best": reached,
         "per_seed": rows,
     }
@@ -225,6 +264,7 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
         "warm: final best val %",
         "warm: cost to cold's best (source + own epochs)",
         "ratio warm / cold",
+        "within 0.3 points: cold / warm cost",
         "warm best at equal total compute",
         "imported (skipped)",
         "test % cold / warm",
@@ -245,6 +285,8 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
                 pct(r["warm_final_best"]),
                 cost,
                 "-" if r["ratio"] is None else f"{r['ratio']:.2f}",
+                f"{r['cold_epochs_to_within_0_3_points']} / "
+                + ("never" if r["warm_cost_to_within_0_3_points"] is None else f"{r['warm_cost_to_within_0_3_points']:g}"),
                 pct(r["warm_best_at_equal_total"]),
                 f"{r['imported']} ({r['skipped']})",
                 f"{pct(r['cold_test_acc'])} / {pct(r['warm_test_acc'])}",
@@ -281,6 +323,8 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
         f"{len(rows)} seed(s) of {args.seeds} planned; 5,000 validation images, so a few tenths of a point are within noise. Searches run one "
         "after another, one thread each, on a machine shared with other jobs.",
     ]
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot(rows, full.budget, args.out / "warm_start.png")
     write_result(
         args.out,
         "warm_start",
