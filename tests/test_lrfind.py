@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import cli
 
 from hpsearch.cli import main
 from hpsearch.spec import load_spec
+from tests.conftest import cli
 
 SPEC = """\
     study: lrf

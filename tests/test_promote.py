@@ -112,7 +112,7 @@ def test_promote_with_two_workers_gives_the_same_table_and_winner(write_spec, tm
 
 
 def test_a_worker_joins_a_promote_study_and_runs_only_its_queued_runs(lucky, tmp_path, capsys):
-    from conftest import cli
+    from tests.conftest import cli
 
     storage = f"sqlite:///{tmp_path / 'runs' / 'lucky' / 'study.db'}"
     assert main(["promote", str(lucky), "--top", "2", "--seeds", "3", "--queue-only"]) == 0
