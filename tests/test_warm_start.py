@@ -162,3 +162,14 @@ def test_source_measuring_another_metric_is_refused(source, write_spec, capsys, 
     code, _, err = run(capsys, "run", str(spec))
     assert code == 2 and "warm_start.study: 'small' measures ['val_acc'] ['maximize']" in err
     assert not (tmp_path / "runs" / "full").exists()
+
+
+def test_validate_names_where_the_earlier_study_is(write_spec, capsys, tmp_path):
+    spec = write_spec(TARGET.replace("{{study: small, top: 1}}", "{{study: small, storage: sqlite:///old/s.db, top: 2}}"), "v.yaml")
+    code, out, _ = run(capsys, "validate", str(spec))
+    assert code == 0
+    assert (
+        f"warm start: imports the finished trials of study small in sqlite:///{tmp_path / 'old' / 's.db'}, its best 2 re-evaluated first"
+        in out
+    )
+    assert not (tmp_path / "old").exists() and not (tmp_path / "runs").exists()
