@@ -242,7 +242,7 @@ def _step(model: Any, optimizer: Any, scaler: Any, group: list[tuple[Any, Any]],
     import torch
     import torch.nn.functional as F
 
-    from hpsearch.train.loop import autocast
+    from hpsearch.train.loop import autocast, optimizer_step
 
     device = next(model.parameters()).device
     total = torch.zeros((), device=device)
@@ -252,16 +252,7 @@ def _step(model: Any, optimizer: Any, scaler: Any, group: list[tuple[Any, Any]],
         scaled = loss / len(group)
         (scaler.scale(scaled) if scaler else scaled).backward()
         total += loss.detach().float() / len(group)
-    if float(cfg["grad_clip"]) > 0:
-        if scaler:
-            scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(model.parameters(), float(cfg["grad_clip"]))
-    if scaler:
-        scaler.step(optimizer)
-        scaler.update()
-    else:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
+    optimizer_step(model, optimizer, scaler, float(cfg["grad_clip"]))
     return float(total.item())
 
 

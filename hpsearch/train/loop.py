@@ -79,7 +79,7 @@ def train_epoch(
         if (i + 1) % accum_steps:
             continue
         with phase("optimizer"):
-            _step(model, optimizer, scaler, grad_clip)
+            optimizer_step(model, optimizer, scaler, grad_clip)
             if scheduler is not None:
                 scheduler.step()
         steps += 1
@@ -123,7 +123,8 @@ def _labelled(loader: Iterable[tuple[torch.Tensor, torch.Tensor]]) -> Iterator[t
         yield batch
 
 
-def _step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, grad_clip: float) -> None:
+def optimizer_step(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None, grad_clip: float) -> None:
+    """Clip (the unscaled gradients), step, update the loss scale, zero the gradients: one optimizer step."""
     if grad_clip > 0:
         if scaler:
             scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
