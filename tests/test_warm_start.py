@@ -10,9 +10,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import TOY
 
 from hpsearch.cli import main
+from tests.conftest import TOY
 
 # The earlier study: lr over [1e-4, 1], and a `width` the new space no longer has.
 SOURCE = """
