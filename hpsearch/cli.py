@@ -442,7 +442,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     add_spec_args(p)
-    p.add_argument("--steps", type=positive_int, help="optimizer steps per option (default: one epoch of the training split; see the cost above)")
+    p.add_argument(
+        "--steps", type=positive_int, help="optimizer steps per option (default: one epoch of the training split; see the cost above)"
+    )
     p.add_argument("--apply", metavar="OUT.yaml", help="write a new spec with the suggested lr ranges (never the input file)")
     p.add_argument("--out", help="folder for the PNGs (default: <output>/<study>/lr-find)")
     p.set_defaults(func=cmd_lr_find)

@@ -513,7 +513,9 @@ def promote_study(spec: Spec, study: optuna.Study) -> optuna.Study:
 
 def join_hint(spec: Spec, rstudy: optuna.Study) -> str:
     """How another machine joins a re-run study (a default sqlite storage moves with the study name, so it is named)."""
-    return f"other machines join with: hpsearch worker {spec.path or 'SPEC'} --study {rstudy.study_name} --storage {redact(spec.storage_url)}"
+    return (
+        f"other machines join with: hpsearch worker {spec.path or 'SPEC'} --study {rstudy.study_name} --storage {redact(spec.storage_url)}"
+    )
 
 
 def run_fixed(spec: Spec, rstudy: optuna.Study, runs: list[Run], quiet: bool, stream: Any, queue_only: bool = False) -> str | None:

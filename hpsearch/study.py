@@ -132,7 +132,9 @@ def source_trials(spec: Spec) -> list[FrozenTrial]:
         return []
     path = sqlite_path(url)
     if path is not None and not path.exists():
-        key, hint = ("warm_start.storage", "") if warm.storage is not None else ("warm_start.study", "; set warm_start.storage if it is elsewhere")
+        key, hint = (
+            ("warm_start.storage", "") if warm.storage is not None else ("warm_start.study", "; set warm_start.storage if it is elsewhere")
+        )
         raise UserError(f"{spec.path}: {key}: no study database at {path} (has study {warm.study!r} been run?{hint})")
     try:
         storage = open_storage(url, read_only=path is not None)
@@ -140,7 +142,9 @@ def source_trials(spec: Spec) -> list[FrozenTrial]:
     except UserError as exc:
         raise UserError(f"{spec.path}: warm_start.storage: {exc}") from None
     if warm.study not in names:
-        raise UserError(f"{spec.path}: warm_start.study: no study named {warm.study!r} in {redact(url)} (found: {', '.join(names) or 'none'})")
+        raise UserError(
+            f"{spec.path}: warm_start.study: no study named {warm.study!r} in {redact(url)} (found: {', '.join(names) or 'none'})"
+        )
     source = optuna.load_study(study_name=warm.study, storage=storage)
     theirs = ([d.name.lower() for d in source.directions], list(source.user_attrs.get("metric_names") or spec.metrics))
     if theirs != (spec.directions, spec.metrics):
@@ -180,7 +184,9 @@ def warm_start(study: optuna.Study, spec: Spec) -> None:
     dropped = sorted({p for t in trials for p in t.params} - {path for path, _ in spec.tree.parameters()})
     skipped, top_n = len(trials) - len(fits), min(spec.warm_start.top, len(fits))
     where = redact(spec.warm_storage_url or "")
-    study.set_user_attr(IMPORTED, {"study": source, "storage": where, "trials": len(fits), "skipped": skipped, "dropped": dropped, "top": top_n})
+    study.set_user_attr(
+        IMPORTED, {"study": source, "storage": where, "trials": len(fits), "skipped": skipped, "dropped": dropped, "top": top_n}
+    )
     _imported[study] = len(fits)
     print(import_line(spec, len(fits), skipped, dropped, top_n), flush=True)
 
@@ -252,7 +258,11 @@ def imported_trial(
         params=params,
         distributions=space,
         values=trial.values,
-        user_attrs={**kept, IMPORTED_FROM: {"study": source, "trial": trial.number}, "reason": f"imported from {source} trial {trial.number}"},
+        user_attrs={
+            **kept,
+            IMPORTED_FROM: {"study": source, "trial": trial.number},
+            "reason": f"imported from {source} trial {trial.number}",
+        },
         state=TrialState.COMPLETE,
     )
 
