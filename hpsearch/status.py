@@ -27,7 +27,7 @@ from hpsearch.errors import UserError
 from hpsearch.liveness import BEAT, WORKER, intervals
 from hpsearch.results import load_study, metric_names, plain_table
 from hpsearch.storage import redact
-from hpsearch.study import CLAIMED, FINISHED, reason
+from hpsearch.study import CLAIMED, FINISHED, IMPORTED_FROM, own_best, reason
 from hpsearch.text import fmt
 
 if TYPE_CHECKING:
@@ -126,7 +126,8 @@ def gather(spec: Spec, failures: int = FAILURES, now: datetime | None = None, st
     ``study``: one opened before (``--watch``): Optuna caches its finished trials, so a refresh
     reads only the trials that are new or were unfinished."""
     study = study or load_study(spec)
-    trials = study.get_trials(deepcopy=False)
+    # trials imported by warm_start.study ran in another study: not this one's budget, workers or best
+    trials = [t for t in study.get_trials(deepcopy=False) if IMPORTED_FROM not in t.user_attrs]
     now = now or datetime.now()
     beat_s, grace_s = intervals()
     return Status(
@@ -303,13 +304,12 @@ def session_start(trials: list[FrozenTrial], now: datetime) -> datetime:
 
 def best(study: optuna.Study, spec: Spec) -> Best:
     names = metric_names(study, spec)
-    try:
-        if len(study.directions) > 1:
-            return Best(names, None, None, len(study.best_trials))
-        top = study.best_trial
-    except ValueError:  # nothing completed yet
+    tops = own_best(study)
+    if not tops:  # nothing completed yet
         return Best(names, None, None, 0)
-    return Best(names, list(top.values), top.number, 0)
+    if len(study.directions) > 1:
+        return Best(names, None, None, len(tops))
+    return Best(names, list(tops[0].values), tops[0].number, 0)
 
 
 # ---------------------------------------------------------------------------- --watch

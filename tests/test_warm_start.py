@@ -112,6 +112,10 @@ def test_imports_fitting_trials_drops_removed_params_skips_out_of_range(source, 
     [best] = json.loads(out)["best"]
     assert best["imported_from"] is None and best["number"] in {t["number"] for t in own}
     assert best["values"]["val_acc"] == max(t["values"]["val_acc"] for t in own)
+    # status counts and ranks this study's own trials too
+    code, out, _ = run(capsys, "status", str(spec), "--json")
+    shown = json.loads(out)
+    assert code == 0 and shown["budget"]["done"] == 3 and shown["best"]["number"] == best["number"]
 
     # a resume imports nothing again and runs nothing past the budget
     code, out, _ = run(capsys, "run", str(spec))
