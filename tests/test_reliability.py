@@ -148,7 +148,8 @@ def test_kill_9_of_one_worker_process_fails_its_trial_and_the_study_still_meets_
 
     trials = trials_of(tmp_path, "slow")
     dead = trials[victim.number]
-    assert "killed by SIGKILL" in dead.user_attrs["reason"]
+    # the parent sees its slot die, or the other slot's next claim sees the pid gone first: either tells it
+    assert "killed by SIGKILL" in dead.user_attrs["reason"] or "process died (pid " in dead.user_attrs["reason"]
     assert len(by_state(trials, *FINISHED)) == 5
     assert not by_state(trials, TrialState.RUNNING)
     (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == dead.number]

@@ -51,7 +51,9 @@ def test_a_trial_killed_mid_way_resumes_from_its_checkpoint_and_trains_at_most_o
         assert proc.returncode == 0, err
         trials = trials_of(tmp_path, "resume")
         (killed,) = [t for t in trials if t.user_attrs.get("worker", "").endswith(f":{pid}")]
-        assert killed.state == TrialState.FAIL and "killed by SIGKILL" in killed.user_attrs["reason"]
+        # the parent sees its slot die, or another slot's claim sees the pid gone first: either tells it
+        assert killed.state == TrialState.FAIL
+        assert "killed by SIGKILL" in killed.user_attrs["reason"] or f"process died (pid {pid} " in killed.user_attrs["reason"]
     else:  # the run itself dies; running it again resumes
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -78,14 +80,9 @@ def test_a_trial_killed_mid_way_resumes_from_its_checkpoint_and_trains_at_most_o
     # Only the best trial keeps its checkpoint.
     best = max(by_state(trials, TrialState.COMPLETE), key=lambda t: t.value)
     assert sorted(p.parent.name for p in (runs / "resume").glob("trial-*/checkpoint.pt")) == [f"trial-{best.number}"]
-
-
-def test_export_names_the_best_trials_kept_checkpoint(write_spec, tmp_path):
-    spec = write_spec(USER.replace("{fixture}", str(RESUMABLE)).replace(", hang_at: 3", ""))
-    assert cli("run", str(spec), "--quiet").returncode == 0
-    exported = cli("export", str(spec), "-o", str(tmp_path / "best.yaml"))
-    assert exported.returncode == 0, exported.stderr
-    doc = yaml.safe_load((tmp_path / "best.yaml").read_text())
-    kept = list((tmp_path / "runs" / "resume").glob("trial-*/checkpoint.pt"))
-    assert [Path(doc["provenance"]["checkpoint"])] == [p.resolve() for p in kept]
-    assert kept[0].parent.name == f"trial-{doc['provenance']['trial']}"
+    if objective == "user":  # export names the kept checkpoint: the best trial's trained state
+        exported = cli("export", str(spec), "-o", str(tmp_path / "best.yaml"))
+        assert exported.returncode == 0, exported.stderr
+        doc = yaml.safe_load((tmp_path / "best.yaml").read_text())
+        assert doc["provenance"]["trial"] == best.number
+        assert Path(doc["provenance"]["checkpoint"]) == (runs / "resume" / f"trial-{best.number}" / "checkpoint.pt").resolve()

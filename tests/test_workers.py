@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections import Counter
 from itertools import combinations
 from pathlib import Path
@@ -140,7 +141,11 @@ def test_a_slot_killed_mid_trial_is_replaced_and_the_budget_is_still_met(tmp_pat
     finished = [t for t in trials if t.state == TrialState.COMPLETE]
     failed = [t for t in trials if t.state == TrialState.FAIL]
     assert len(finished) == 6 and len(failed) == 1 and len(trials) == 7
-    assert failed[0].user_attrs["reason"] == "failed: slot process killed by SIGKILL (out of memory?)"
+    # the parent sees its slot die, or the other slot's next claim sees the pid gone first: either tells it
+    assert failed[0].user_attrs["reason"] in (
+        "failed: slot process killed by SIGKILL (out of memory?)",
+        f"failed: process died (pid {failed[0].user_attrs['worker'].rsplit(':', 1)[1]} on {socket.gethostname()} is gone)",
+    )
     assert any(t.params == failed[0].params for t in finished)  # its config was queued again and ran
     assert {r["devices"] for r in records(record)} == {"0"}  # two slots share the one device
     # The killed slot's process ran nothing after its death; others (its replacement, the other slot) finished the budget.
