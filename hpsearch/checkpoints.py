@@ -14,6 +14,7 @@ for the best trial (``export`` names it); every other one is deleted when its tr
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # imported where used: export reads checkpoint_of without loa
 CHECKPOINT = "checkpoint.pt"
 RESUMED_FROM = "resumed_from"  # user attribute of a retry that resumed: {"trial": n, "epoch": k}
 RETRY_OF = "retry_of"  # user attribute of a retry: the number of the dead trial (liveness.retry)
+RETRY_WINDOW_S = 60.0  # a failed trial without a retry yet keeps its checkpoint this long (its retry may be on the way)
 
 
 def trial_dir(study_dir: Path, number: int) -> Path:
@@ -81,10 +83,15 @@ def clean_up(study: optuna.Study, study_dir: Path, ended: FrozenTrial) -> list[P
     trials = study.get_trials(deepcopy=False)
     by_number = {t.number: t for t in trials}
     needed = _needed(trials, by_number)
+    retried = {t.user_attrs.get(RETRY_OF) for t in trials}
+    settled = datetime.now() - timedelta(seconds=RETRY_WINDOW_S)
     for number, path in files.items():
         t = by_number.get(number)
-        if t is not None and t.state.is_finished() and number not in best and number not in needed:
-            gone += _delete(path)
+        if t is None or not t.state.is_finished() or number in best or number in needed:
+            continue
+        if t.state == TrialState.FAIL and number not in retried and (t.datetime_complete or datetime.now()) > settled:
+            continue  # a dead trial is failed first and its retry queued a moment later (liveness.bury)
+        gone += _delete(path)
     return gone
 
 

@@ -54,6 +54,7 @@ SPEC_ENV = "HPSEARCH_SLOT_SPEC"  # the parent's resolved spec, as JSON, for its 
 DEADLINE_ENV = "HPSEARCH_DEADLINE"  # unix time after which slots claim no new trial (budget.timeout)
 STOPPED = 3  # a slot's exit status when budget.max_failures stopped it
 POLL_S = 0.5  # the parent reads progress from storage this often
+RELAY_WAIT_S = 5.0  # a slot that exited: wait this long at most for its last output (a child that kept the pipe open)
 CRASH_LIMIT = 3  # a slot that dies this often in a row without finishing a trial is not restarted
 
 
@@ -84,6 +85,7 @@ class SlotProcess:
     proc: subprocess.Popen[str]
     crashes_in_a_row: int = 0
     last_line: str = ""
+    relay: threading.Thread | None = None  # reads its output; done once the process exited and its pipe is empty
 
     @property
     def pid(self) -> int:
@@ -118,7 +120,8 @@ class Pool:
         self.live[slot.index] = entry
         self.workers.add(entry.worker)
         self.placed[entry.worker] = slot
-        threading.Thread(target=self._relay, args=(entry,), daemon=True).start()
+        entry.relay = threading.Thread(target=self._relay, args=(entry,), daemon=True)
+        entry.relay.start()
 
     def _relay(self, entry: SlotProcess) -> None:
         assert entry.proc.stdout is not None
@@ -140,6 +143,8 @@ class Pool:
         gone = [e for e in self.live.values() if e.proc.poll() is not None]
         for e in gone:
             del self.live[e.slot.index]
+            if e.relay is not None:  # its last lines (the last trial's, a stop reason) are read before it counts as gone
+                e.relay.join(timeout=RELAY_WAIT_S)
         return gone
 
     def signal_all(self, sig: int) -> None:

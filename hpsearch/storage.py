@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import re
 import sqlite3
@@ -115,6 +116,10 @@ def _create(url: str, engine_kwargs: dict[str, Any], sqlite: bool, read_only: bo
     raise AssertionError("unreachable")
 
 
+class _Lost(Exception):
+    """end_if_running: the trial ended in another process first."""
+
+
 class Storage(optuna.storages.RDBStorage):
     """RDBStorage plus the few queries hpsearch makes often, each one statement and one commit.
 
@@ -155,6 +160,32 @@ class Storage(optuna.storages.RDBStorage):
                         index_elements=[model.trial_id, model.key], set_={"value_json": insert.excluded.value_json}
                     )
                 )
+
+    def end_if_running(self, trial_id: int, state: optuna.trial.TrialState, reason: str) -> bool:
+        """Compare-and-set: end the trial only if it is still RUNNING, decided by the database in one
+        UPDATE, with its reason in the same commit. Optuna's read-check-write let two processes that
+        both saw a dead trial end it (and queue its retry) twice: SQLite does not lock the row it read."""
+        import sqlalchemy
+        from optuna.storages._rdb import models
+        from optuna.storages._rdb.storage import _create_scoped_session
+
+        try:
+            with _create_scoped_session(self.scoped_session, True) as session:
+                # the reason first: Optuna's upsert refuses a trial that has ended already
+                self._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id, "reason", reason)
+                done = session.execute(
+                    sqlalchemy.update(models.TrialModel)
+                    .where(models.TrialModel.trial_id == trial_id, models.TrialModel.state == optuna.trial.TrialState.RUNNING)
+                    .values({models.TrialModel.state: state})
+                    .execution_options(synchronize_session=False)
+                )
+                if getattr(done, "rowcount", 0) != 1:
+                    raise _Lost  # another process ended it between the two statements: roll the reason back
+                # the end time through Optuna's model (its column name and time zone differ between versions)
+                models.TrialModel.find_or_raise_by_id(trial_id, session).datetime_complete = datetime.datetime.now()
+        except (_Lost, optuna.exceptions.UpdateFinishedTrialError):
+            return False
+        return True
 
     def count_states(self, study_id: int) -> dict[optuna.trial.TrialState, int]:
         """Trials of the study per state, counted by the database (reading them all costs O(trials))."""
@@ -225,7 +256,9 @@ def frozen(study: optuna.Study, trial: optuna.Trial) -> optuna.trial.FrozenTrial
 def end_trial(study: optuna.Study, trial: optuna.Trial | optuna.trial.FrozenTrial, state: optuna.trial.TrialState, reason: str) -> bool:
     """FAIL (or another end state) a trial another process left RUNNING, with a reason. False when it had ended already."""
     storage = storage_of(study)
-    try:
+    if isinstance(storage, Storage):
+        return storage.end_if_running(trial_id(trial), state, reason)
+    try:  # a storage that is not ours: Optuna's calls (a race between two processes may end it twice)
         storage.set_trial_user_attr(trial_id(trial), "reason", reason)
         storage.set_trial_state_values(trial_id(trial), state)
     except optuna.exceptions.UpdateFinishedTrialError:

@@ -64,7 +64,7 @@ def test_a_trial_killed_mid_way_resumes_from_its_checkpoint_and_trains_at_most_o
     assert sorted(killed.intermediate_values) == [1, 2, 3]
     trials = trials_of(tmp_path, "resume")
     (retry,) = [t for t in trials if t.user_attrs.get("retry_of") == killed.number]
-    assert f"trial {retry.number} resumes trial {killed.number} from its epoch 2 checkpoint" in out
+    assert f"trial {retry.number} resumes trial {killed.number} from its epoch 2 checkpoint" in out, out
     assert retry.state == TrialState.COMPLETE and retry.params == killed.params
     assert retry.user_attrs["resumed_from"] == {"trial": killed.number, "epoch": 2}
     # One curve, epochs 1..n, no step twice: the history, the pruner's steps and TensorBoard.

@@ -59,3 +59,31 @@ def test_attributes_in_one_write_and_counts_per_state(tmp_path):
     frozen = study.get_trials()[-1]
     assert frozen.user_attrs == {"a": 2, "b": [1, 2]} and frozen.system_attrs["c"] == "x"
     assert count_states(study) == {TrialState.COMPLETE: 2, TrialState.PRUNED: 1, TrialState.RUNNING: 1}
+
+
+def test_ending_a_running_trial_is_decided_once_when_two_processes_race(tmp_path):
+    """Two processes that both see a dead trial both try to end it; exactly one may (it queues the retry)."""
+    import threading
+
+    from hpsearch.storage import end_trial
+
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    study = optuna.create_study(storage=open_storage(url), study_name="race")
+    numbers = [study.ask().number for _ in range(20)]
+    studies = [optuna.load_study(study_name="race", storage=open_storage(url)) for _ in range(2)]
+    won: list[list[int]] = [[], []]
+
+    def end_all(i: int) -> None:
+        for t in studies[i].get_trials(deepcopy=False):
+            if end_trial(studies[i], t, TrialState.FAIL, f"failed: ended by {i}"):
+                won[i].append(t.number)
+
+    threads = [threading.Thread(target=end_all, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(won[0] + won[1]) == numbers  # each trial ended by exactly one of them
+    for t in study.get_trials():
+        assert t.state == TrialState.FAIL and t.user_attrs["reason"] == f"failed: ended by {0 if t.number in won[0] else 1}"
+    assert not end_trial(study, study.get_trials()[0], TrialState.FAIL, "again")  # an ended trial stays as it ended
