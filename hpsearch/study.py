@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
+import statistics
 import sys
 import warnings
 import weakref
@@ -104,6 +106,7 @@ def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.St
     if imported:  # the median/percentile pruners count completed trials, imported ones too: wait for this study's own
         startup = spec.pruner.startup_trials + imported
         study.pruner = build_pruner(spec.model_copy(update={"pruner": spec.pruner.model_copy(update={"startup_trials": startup})}))
+        study.sampler = warm_sampler(study, study.sampler)
     return study
 
 
@@ -272,6 +275,100 @@ def imported_count(study: optuna.Study) -> int:
     if study not in _imported:
         _imported[study] = int((study.user_attrs.get(IMPORTED) or {}).get("trials", 0))
     return _imported[study]
+
+
+def warm_sampler(study: optuna.Study, sampler: optuna.samplers.BaseSampler) -> optuna.samplers.BaseSampler:
+    """``sampler``, wrapped in WarmSampler when the study imported trials from an earlier one."""
+    return WarmSampler(sampler) if imported_count(study) and not isinstance(sampler, WarmSampler) else sampler
+
+
+class WarmSampler(optuna.samplers.BaseSampler):
+    """The spec's sampler, shown the imported trials at this study's scale.
+
+    An imported value was measured in the earlier, cheaper setting (fewer epochs, less data):
+    on its own scale it sits below every value of this study. Taken as it is, TPE would put
+    all imported trials among its bad ones as soon as a few trials of this study finish, and
+    steer away from the very region the earlier study found good. So the sampler sees each
+    imported value moved by ``import_shift``: how far this study's re-evaluations of the
+    earlier best configs (``warm_start.top``) landed from their imported values. The stored
+    values are not changed: dashboards and reports show what was measured."""
+
+    def __init__(self, inner: optuna.samplers.BaseSampler) -> None:
+        self.inner = inner
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
+        space: dict[str, Any] = self.inner.infer_relative_search_space(_ShiftedView(study), trial)  # type: ignore[arg-type]
+        return space
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict[str, Any]:
+        return self.inner.sample_relative(_ShiftedView(study), trial, search_space)  # type: ignore[arg-type]
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: Any) -> Any:
+        return self.inner.sample_independent(_ShiftedView(study), trial, param_name, param_distribution)  # type: ignore[arg-type]
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.inner.before_trial(study, trial)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState, values: Any) -> None:
+        self.inner.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.inner.reseed_rng()
+
+
+class _ShiftedView:
+    """The study as the sampler reads it: imported trials' values moved by ``import_shift``."""
+
+    def __init__(self, study: optuna.Study) -> None:
+        self._study = study
+        self._shift: list[float] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def get_trials(self, deepcopy: bool = True, states: Any = None) -> list[FrozenTrial]:
+        return self._get_trials(deepcopy, states)
+
+    def _get_trials(self, deepcopy: bool = True, states: Any = None, use_cache: bool = False) -> list[FrozenTrial]:
+        trials = self._study._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
+        if self._shift is None:
+            self._shift = import_shift(self._study._get_trials(deepcopy=False, states=(TrialState.COMPLETE,), use_cache=use_cache))
+        if not any(self._shift):
+            return trials
+        return [shifted(t, self._shift) if IMPORTED_FROM in t.user_attrs and t.values else t for t in trials]
+
+
+def shifted(trial: FrozenTrial, shift: list[float]) -> FrozenTrial:
+    moved = copy.copy(trial)
+    moved.values = [v + s for v, s in zip(trial.values, shift, strict=True)]
+    return moved
+
+
+def import_shift(trials: list[FrozenTrial]) -> list[float]:
+    """Per objective, how far this study's values lie from the imported ones: the median, over
+    the re-evaluated configs (``warm_start.top``) that completed, of (value here - imported value).
+    Without a completed re-evaluation, once 3 of this study's own trials completed: their median
+    minus the imported trials' median (a rougher match of the two scales). Zeros before either."""
+    done = [t for t in trials if t.state == TrialState.COMPLETE and t.values]
+    imported = {
+        (t.user_attrs[IMPORTED_FROM].get("study"), t.user_attrs[IMPORTED_FROM].get("trial")): t
+        for t in done
+        if IMPORTED_FROM in t.user_attrs
+    }
+    if not imported:
+        return []
+    width = len(next(iter(imported.values())).values)
+    pairs = []
+    for t in done:
+        source = t.user_attrs.get("re_evaluates")
+        if isinstance(source, dict) and (source.get("study"), source.get("trial")) in imported:
+            pairs.append((t.values, imported[source["study"], source["trial"]].values))
+    if pairs:
+        return [statistics.median(own[i] - theirs[i] for own, theirs in pairs) for i in range(width)]
+    own = [t for t in done if IMPORTED_FROM not in t.user_attrs]
+    if len(own) < 3:
+        return [0.0] * width
+    return [statistics.median(t.values[i] for t in own) - statistics.median(t.values[i] for t in imported.values()) for i in range(width)]
 
 
 def own_counts(study: optuna.Study) -> dict[TrialState, int]:

@@ -177,3 +177,56 @@ def test_validate_names_where_the_earlier_study_is(write_spec, capsys, tmp_path)
         in out
     )
     assert not (tmp_path / "old").exists() and not (tmp_path / "runs").exists()
+
+
+# ---------------------------------------------------------------------------- the sampler sees imported values at this study's scale
+
+
+def _trial(x: float, value: float, **attrs: object):
+    import optuna
+
+    return optuna.trial.create_trial(
+        params={"x": x},
+        distributions={"x": optuna.distributions.FloatDistribution(0.0, 1.0)},
+        values=[value],
+        user_attrs=attrs,
+    )
+
+
+def test_import_shift_comes_from_the_re_evaluated_configs_then_from_medians():
+    from hpsearch.study import IMPORTED_FROM, import_shift
+
+    imported = [_trial(0.1 * i, 0.70 + 0.01 * i, **{IMPORTED_FROM: {"study": "s", "trial": i}}) for i in range(10)]
+    assert import_shift([]) == []
+    assert import_shift(imported) == [0.0]  # nothing of this study's own yet
+    again = [_trial(0.9, 0.88, re_evaluates={"study": "s", "trial": 9}), _trial(0.8, 0.86, re_evaluates={"study": "s", "trial": 8})]
+    assert import_shift(imported + again) == pytest.approx([0.085])  # median of 0.88 - 0.79 and 0.86 - 0.78
+    own = [_trial(0.5, v) for v in (0.80, 0.84, 0.85)]
+    assert import_shift(imported + own[:2]) == [0.0]  # fewer than 3 own trials and no re-evaluation
+    assert import_shift(imported + own) == pytest.approx([0.84 - 0.745])  # top: 0, the medians matched
+
+
+def test_tpe_behind_the_warm_sampler_keeps_the_earlier_good_region():
+    """The earlier study found x near 0.9 good, on a scale 0.1 below this study's: its trials
+    must stay among TPE's good ones once this study's own (mediocre, x near 0.1) trials finish."""
+    import optuna
+
+    from hpsearch.study import IMPORTED_FROM, WarmSampler
+
+    def fill(study: optuna.Study) -> None:
+        for i in range(20):  # the earlier study: value rises with x
+            x = i / 19
+            study.add_trial(_trial(x, 0.6 + 0.2 * x, **{IMPORTED_FROM: {"study": "s", "trial": i}}))
+        study.add_trial(_trial(1.0, 0.9, re_evaluates={"study": "s", "trial": 19}))  # its best here: 0.8 -> 0.9
+        for x in (0.05, 0.1, 0.15):
+            study.add_trial(_trial(x, 0.82))  # this study's own: above every imported value, below the re-evaluated best
+
+    picks = {}
+    for name, wrap in (("raw", lambda s: s), ("shifted", WarmSampler)):
+        sampler = wrap(optuna.samplers.TPESampler(seed=0, n_startup_trials=0))
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        fill(study)
+        picks[name] = [study.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)}).params["x"] for _ in range(20)]
+    mean = {k: sum(v) / len(v) for k, v in picks.items()}
+    assert mean["shifted"] > 0.7, mean  # TPE keeps to the earlier good region
+    assert mean["shifted"] > mean["raw"], mean

@@ -57,6 +57,7 @@ from hpsearch.study import (
     refresh,
     summary,
     trial_value_text,
+    warm_sampler,
 )
 from hpsearch.text import finite
 from hpsearch.trial import COMPLETE, run_trial
@@ -389,7 +390,7 @@ def search_setup(spec: Spec, study: optuna.Study, recorder: Recorder, scheduler:
     config from a function that asks the same study (and so the same sampler).
     """
     if scheduler != "pbt":
-        return make_searcher(spec, storage_of(study), build_sampler(spec, len(study.trials)), recorder), None
+        return make_searcher(spec, storage_of(study), warm_sampler(study, build_sampler(spec, len(study.trials))), recorder), None
     from ray import tune
     from ray.tune.search import BasicVariantGenerator
 

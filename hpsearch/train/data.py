@@ -13,6 +13,7 @@ keep a seeded, class-stratified part of a split, for fast search rungs.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import importlib.util
 import itertools
@@ -295,7 +296,17 @@ SYSTEM_DATASETS = Path("/usr/share/datasets")  # where Debian's dataset-* packag
 
 
 def read_idx(path: Path, ndim: int) -> np.ndarray:
-    """An IDX file of unsigned bytes (LeCun's MNIST format), gzipped when the name ends in .gz."""
+    """An IDX file of unsigned bytes (LeCun's MNIST format), gzipped when the name ends in .gz.
+
+    Read once per process while the file is unchanged (same size and mtime): a process that runs
+    trial after trial would otherwise unzip the 47 MB of Fashion-MNIST's train images for each,
+    0.4 s a trial on a 2-core machine, more than a 3,000-image epoch of the MLP. The array is read-only."""
+    stat = path.stat()
+    return _read_idx(path.resolve(), ndim, stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)  # the four files of a dataset, and one more dataset
+def _read_idx(path: Path, ndim: int, size: int, mtime_ns: int) -> np.ndarray:
     with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as f:
         raw = f.read()
     magic = int.from_bytes(raw[:4], "big") if len(raw) >= 4 else None
