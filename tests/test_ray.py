@@ -128,6 +128,31 @@ space:
     assert json.dumps(doc).count(str(best.user_attrs["config"]["lr"])) >= 1
 
 
+def test_a_misnamed_metric_stops_a_ray_study_at_once(ray_address, tmp_path):
+    """As on the Optuna backend: a bug, not bad luck. With max_failures off, Ray would otherwise ask
+    for failed trials again, round after round."""
+    spec = tmp_path / "raymis.yaml"
+    spec.write_text(f"""
+study: raymis
+objective: "{ROOT / "tests" / "fixtures" / "mistakes.py"}:misnamed"
+metric: score
+output: {tmp_path / "runs"}
+backend: ray
+budget: {{trials: 8, max_failures: null}}
+ray: {{address: "{ray_address}"}}
+resources: {{gpus_per_trial: 0}}
+fixed: {{epochs: 3, calls_dir: "{tmp_path}"}}
+space:
+  lr: {{float: [0.01, 0.1]}}
+""")
+    result = cli("run", str(spec), "--quiet", timeout=240)
+    assert result.returncode == 1, result.stderr + result.stdout
+    assert "has no 'score' (the spec's metric:)" in result.stderr and "the objective and the spec disagree on the metric" in result.stderr
+    trials = study_trials(spec)
+    assert trials and all(t.state == TrialState.FAIL for t in trials)
+    assert len(trials) < 8  # stopped, not asked again until the budget
+
+
 # ---------------------------------------------------------------------------- without a cluster
 
 
@@ -245,3 +270,15 @@ space:
     assert sorted(retry.intermediate_values) == [1, 2, 3, 4, 5]
     trained = [line.split() for line in (out / "epochs.log").read_text().splitlines()]
     assert [int(e) for lr, e in trained if float(lr) == killed.params["lr"]] == [1, 2, 3, 3, 4, 5]
+
+
+def test_an_outcome_reads_back_from_ray_error_text_whatever_the_quoting():
+    """Ray's error text may hold the message as a repr: with a ' in the reason, the repr escapes
+    the JSON's double quotes (a misnamed metric's reason crashed the driver that way)."""
+    from hpsearch.backends.ray import Recorder, ended_text
+
+    ended = {"state": "failed", "reason": "failed: the first report has no 'score' (the spec's metric:)", "contract_error": True}
+    for error in (ended_text(ended), repr(RuntimeError(ended_text(ended))), f"Traceback ...\nTrialEnded: {ended_text(ended)!r}\n"):
+        assert Recorder.from_error(error) == ended
+    broken = Recorder.from_error("TrialEnded: hpsearch-outcome<bm90IGpzb24=>hpsearch-outcome")  # base64 of "not json"
+    assert broken is not None and broken["state"] == "failed"  # the generic failure line, not a traceback

@@ -18,6 +18,7 @@ final (perturbed) config, its params the first sample.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -51,6 +52,7 @@ from hpsearch.study import (
     announce,
     budget_spent,
     build_sampler,
+    contract_broken,
     failures_in_a_row,
     open_study,
     reason,
@@ -68,7 +70,9 @@ FINAL_KEY = "hpsearch_final"  # the completed trial's outcome as JSON
 RESUMED_KEY = "hpsearch_resumed"  # with the first result of a retry that resumed: {"trial", "epoch", "history"} as JSON
 # A Ray trial whose worker process died (kill -9, the out-of-memory killer, a lost node): not the objective's fault
 DIED = re.compile(r"ActorDiedError|RayActorError|WorkerCrashedError|NodeDiedError|OutOfMemoryError|died unexpectedly")
-ENDED = re.compile(r"hpsearch-outcome<(.*?)>hpsearch-outcome", re.DOTALL)  # a pruned/failed outcome inside a Ray error
+# A pruned/failed outcome inside a Ray error, as base64 of its JSON: Ray's error text may hold the
+# message as a Python repr, which escapes the JSON's quotes when the reason has a ' in it.
+ENDED = re.compile(r"hpsearch-outcome<([A-Za-z0-9+/=]*)>hpsearch-outcome")
 DEFAULT_MAX_EPOCHS = 100  # ASHA/HyperBand horizon when neither pruner.max_epochs nor fixed.epochs says
 
 
@@ -162,6 +166,11 @@ class RayReporter(Reporter):
         self.pending, self.saved = None, None
 
 
+def ended_text(ended: dict[str, Any]) -> str:
+    """The outcome as TrialEnded's message (``Recorder.from_error`` reads it back from Ray's error text)."""
+    return f"hpsearch-outcome<{base64.b64encode(json.dumps(ended).encode()).decode()}>hpsearch-outcome"
+
+
 def run_ray_trial(config: dict[str, Any], job: Job) -> dict[str, Any]:
     """The Ray trainable: run the objective once; return the outcome, or raise it when not completed."""
     if job.cwd not in sys.path:
@@ -176,7 +185,7 @@ def run_ray_trial(config: dict[str, Any], job: Job) -> dict[str, Any]:
     reporter.close(hparams=cfg, final=outcome.metrics)
     ended = {"state": outcome.state, "values": outcome.values, **outcome.attrs()}
     if outcome.state != COMPLETE:
-        raise TrialEnded(f"hpsearch-outcome<{json.dumps(ended)}>hpsearch-outcome")
+        raise TrialEnded(ended_text(ended))
     return {"epoch": reporter.epochs, **outcome.metrics, FINAL_KEY: json.dumps(ended)}
 
 
@@ -194,6 +203,7 @@ class Recorder:
         self.asked: set[int] = set()  # Optuna trials this driver created for Ray
         self.ended: set[int] = set()
         self.running: set[int] = set()
+        self.broken: str | None = None  # the objective broke the metric contract: stop the study at once
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # Tune pickles its run config for its own resume; a recorder is only useful live
@@ -250,6 +260,7 @@ class Recorder:
         values = ended.get("values") if state == TrialState.COMPLETE else None
         self.study.tell(number, values[0] if values and len(values) == 1 else values, state=state)
         frozen = self.storage.get_trial(tid)
+        self.broken = self.broken or contract_broken(frozen)
         if ended.get("died") and retry(self.study, frozen):  # asked for first in the next round; resumes from its checkpoint
             self.progress.print(f"trial {number} {ended['reason']}: config retried next")
         else:
@@ -274,8 +285,9 @@ class Recorder:
             return None
         found = ENDED.search(error)
         if found:
-            ended: dict[str, Any] = json.loads(found.group(1))
-            return ended
+            with contextlib.suppress(ValueError):  # binascii.Error and JSONDecodeError are ValueErrors
+                ended: dict[str, Any] = json.loads(base64.b64decode(found.group(1), validate=True))
+                return ended
         lines = [line.strip() for line in error.strip().splitlines() if line.strip()]
         if DIED.search(error):
             return {"state": "failed", "reason": "failed: process died (its Ray worker exited)", "died": True}
@@ -334,6 +346,23 @@ def make_callback(recorder: Recorder) -> Any:
             recorder.on_end(trial, trial_error(trial))
 
     return RecordTrials()
+
+
+def ContractStop(recorder: Recorder) -> Any:  # noqa: N802 (a class made on first use: Ray imports late)
+    """A Tune stopper that ends the whole run once a trial broke the metric contract."""
+    from ray.tune.stopper import Stopper
+
+    class Stop(Stopper):
+        def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+            return False
+
+        def stop_all(self) -> bool:
+            return recorder.broken is not None
+
+        def __getstate__(self) -> dict[str, Any]:
+            return {}
+
+    return Stop()
 
 
 def make_searcher(spec: Spec, storage: Any, sampler: optuna.samplers.BaseSampler, recorder: Recorder) -> Any:
@@ -619,6 +648,7 @@ def run_rounds(spec: Spec, study: optuna.Study, recorder: Recorder, progress: Pr
                     storage_path=str((spec.study_dir / "ray").resolve()),  # Ray wants an absolute path
                     verbose=0,
                     callbacks=[make_callback(recorder)],
+                    stop=ContractStop(recorder),
                     failure_config=tune.FailureConfig(max_failures=0),
                     # pbt: a trial may clone another's checkpoint from a few perturbation intervals back
                     checkpoint_config=tune.CheckpointConfig(num_to_keep=4) if checkpoints else None,
@@ -629,6 +659,8 @@ def run_rounds(spec: Spec, study: optuna.Study, recorder: Recorder, progress: Pr
             finally:
                 recorder.abandon()
             refresh(progress, study, spec)
+            if recorder.broken is not None:  # a bug, not bad luck: the next trial would fail alike
+                return recorder.broken
             limit = spec.budget.max_failures
             if progress.counts.failed > failed_before and limit is not None:
                 in_a_row = failures_in_a_row(study.get_trials(deepcopy=False))
