@@ -73,6 +73,9 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> Stor
             engine_kwargs = {"connect_args": {"timeout": 60}}
             _fast_sqlite_commits()
     try:
+        if read_only and not _has_tables(engine_url(url), engine_kwargs):
+            # an empty database: Optuna's own error would be "An exception is raised during the commit"
+            raise UserError(f"storage {redact(url)}: no study has been run in this database yet (it holds no Optuna tables)")
         return _create(engine_url(url), engine_kwargs, sqlite=path is not None, read_only=read_only)
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, ImportError, ValueError) as exc:
         raise cannot_open(url, exc) from None
@@ -96,6 +99,17 @@ def cannot_open(url: str, exc: BaseException) -> UserError:
     """One line naming the storage, password removed, for any failure to reach it."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return UserError(f"storage: cannot open {redact(url)}: {redact(first)}")
+
+
+def _has_tables(url: str, engine_kwargs: dict[str, Any]) -> bool:
+    """Whether Optuna's tables exist: a reader must not create them, and Optuna cannot read without."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url, **engine_kwargs)
+    try:
+        return sqlalchemy.inspect(engine).has_table("studies")
+    finally:
+        engine.dispose()
 
 
 def _create(url: str, engine_kwargs: dict[str, Any], sqlite: bool, read_only: bool) -> Storage:

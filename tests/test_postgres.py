@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, cli
 
 TOY = ROOT / "tests" / "fixtures" / "toy.py"
 
@@ -99,3 +99,20 @@ def test_the_printed_url_opens_unchanged_in_optuna_and_optuna_dashboard(postgres
     finally:
         dashboard.terminate()
         dashboard.wait(timeout=30)
+
+
+def test_reading_a_study_from_an_empty_database_is_one_line(postgres_url, tmp_path):
+    """A database no study has been run in (no Optuna tables yet): status, best and trials say so in one line."""
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("DROP DATABASE IF EXISTS hpsearch_empty")
+        db.execute("CREATE DATABASE hpsearch_empty")
+    empty = postgres_url.rsplit("/", 1)[0] + "/hpsearch_empty"
+    spec = tmp_path / "nothing.yaml"
+    spec.write_text(f"study: nothing\nobjective: {TOY}:train\nstorage: {empty}\nspace:\n  lr: {{float: [0.01, 0.1]}}\n")
+    for command in ("status", "best", "trials"):
+        result = cli(command, str(spec))
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, (command, result.stderr)
+        assert "hpsearch_empty: no study has been run in this database yet" in result.stderr, (command, result.stderr)
