@@ -292,6 +292,17 @@ def from_cwd(raw: dict[str, Any], flagged: set[str]) -> None:
 
 
 def read_yaml(where: str) -> dict[str, Any]:
+    raw = load_limited(where)
+    if raw is None:
+        raise SpecError(f"{where}: the file is empty; a spec needs at least study: and space: (see spaces/quickstart.yaml)")
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: the top level must be a mapping of keys (study:, space:, ...), got {type(raw).__name__}")
+    return raw
+
+
+def load_limited(where: str) -> Any:
+    """A YAML file of settings (a spec, an exported config), read within the limits above: size,
+    nesting, aliases expanded, no duplicate keys, no tags; a one-line SpecError otherwise."""
     file = Path(where)
     if not file.is_file():
         raise SpecError(f"{where}: no such file ({file.absolute()})")
@@ -300,7 +311,7 @@ def read_yaml(where: str) -> dict[str, Any]:
         raise SpecError(f"{where}: the file is {size / 1024:,.0f} KiB; a spec is a few KiB of settings (limit {MAX_BYTES // 1024} KiB)")
     text = file.read_text(encoding="utf-8", errors="replace")
     try:
-        raw = _load_checked(text, where)
+        return _load_checked(text, where)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
@@ -309,11 +320,6 @@ def read_yaml(where: str) -> dict[str, Any]:
             tag = problem.rsplit(" ", 1)[-1].replace("tag:yaml.org,2002:", "!!")
             raise SpecError(f"{where}: {at}the YAML tag {tag} is not allowed: a spec holds plain data (safe loading)") from None
         raise SpecError(f"{where}: {at}invalid YAML: {problem}") from None
-    if raw is None:
-        raise SpecError(f"{where}: the file is empty; a spec needs at least study: and space: (see spaces/quickstart.yaml)")
-    if not isinstance(raw, dict):
-        raise SpecError(f"{where}: the top level must be a mapping of keys (study:, space:, ...), got {type(raw).__name__}")
-    return raw
 
 
 def _load_checked(text: str, where: str) -> Any:
@@ -403,11 +409,14 @@ UniqueKeyLoader.add_implicit_resolver(
 )
 
 
-def parse_value(text: str) -> Any:
+def parse_value(text: str, where: str = "--set") -> Any:
     """One value as a spec reads it (``--set key=value``, ``key=value`` of the objective's own entry):
-    YAML, with 5e-4 a number; text that is not valid YAML stays text."""
+    YAML, with 5e-4 a number, within a spec's limits (an alias bomb is a one-line SpecError); text
+    that is not valid YAML stays text."""
+    if len(text.encode()) > MAX_BYTES:
+        raise SpecError(f"{where}: the value is {len(text.encode()) / 1024:,.0f} KiB (limit {MAX_BYTES // 1024} KiB)")
     try:
-        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        return _load_checked(text, where)
     except yaml.YAMLError:
         return text
 
@@ -418,7 +427,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...],
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise SpecError(f"--set {item!r}: expected key.path=value, e.g. --set budget.trials=10")
-        value = parse_value(text)
+        value = parse_value(text, f"--set {key.strip()}")
         node = raw
         parts = key.strip().split(".")
         for part in parts[:-1]:

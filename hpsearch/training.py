@@ -27,6 +27,7 @@ import yaml
 
 from hpsearch.errors import UserError
 from hpsearch.results import apply_config_overrides, check_config
+from hpsearch.spec import load_limited
 from hpsearch.text import fmt
 
 REQUIRED = ("objective", "config", "metric")
@@ -47,12 +48,7 @@ def load_run_config(path: str | Path, overrides: list[str] | None = None) -> dic
     """Read and check an exported config; raise UserError with one line per problem."""
     where = str(path)
     file = Path(path)
-    if not file.is_file():
-        raise UserError(f"{where}: no such file ({file.absolute()})")
-    try:
-        doc = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise UserError(f"{where}: invalid YAML: {str(exc).splitlines()[0]}") from None
+    doc = load_limited(where)  # within a spec's limits: size, nesting, aliases, duplicate keys
     if not isinstance(doc, dict):
         raise UserError(f"{where}: expected an exported training config (a mapping with objective: and config:)")
     if "space" in doc and "config" not in doc:

@@ -251,3 +251,20 @@ def test_a_download_that_fails_is_one_line_before_the_study_starts(dataset: str,
     assert str(workdir / "data") in line  # where the files go
     assert "set fixed.download: false" in line
     assert not (workdir / "data").exists()  # the failed download left nothing behind
+
+
+def test_hostile_yaml_in_a_set_value_or_an_exported_config_is_one_line(workdir):
+    """--set values and `hpsearch train FILE` go through the spec's limits too (they used plain yaml.load)."""
+    levels = ["&a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    levels += [f"&{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]" for i in range(8)]
+    bomb = "[" + ", ".join(levels) + "]"  # 9 levels of 9: 9^9 values once expanded
+    result = cli("validate", "bad_specs/good.yaml", "--set", f"fixed.x={bomb}", cwd=workdir, timeout=30)
+    assert_one_line(
+        result.returncode, result.stderr, "--set fixed.x: line 1: YAML aliases (*name) expand this to more than 100,000", workdir
+    )
+
+    exported = workdir / "best.yaml"
+    exported.write_text("objective: toy.py:objective\nmetric: val_acc\nconfig:\n  x: " + bomb + "\n")
+    result = cli("train", "best.yaml", cwd=workdir, timeout=30)
+    assert_one_line(result.returncode, result.stderr, "best.yaml: line 4: YAML aliases (*name) expand this to more than 100,000", workdir)
+    exported.unlink()
