@@ -153,12 +153,13 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path, top: int) -> dict[
     # seconds, as measured: an epoch of a batch-32 config costs several of a batch-256 one, which epochs hide
     source_s = max((x for x in source.at_s if math.isfinite(x)), default=math.nan)
     target = final_best(cold)
-    cold_reach_s = seconds_to(cold, target)
-    warm_reach_s = seconds_to(warm, target)
-    cold_reach = epochs_to(curve_of(cold), target)
-    warm_own = epochs_to(curve_of(warm), target)
-    warm_near = epochs_to(curve_of(warm), target - WITHIN)
-    cold_near = epochs_to(curve_of(cold), target - WITHIN)
+    cold_curve, warm_curve, cold_curve_s, warm_curve_s = curve_of(cold), curve_of(warm), seconds_curve(cold), seconds_curve(warm)
+    cold_reach_s = epochs_to(cold_curve_s, target)  # the first point at or above the target, here in seconds
+    warm_reach_s = epochs_to(warm_curve_s, target)
+    cold_reach = epochs_to(cold_curve, target)
+    warm_own = epochs_to(warm_curve, target)
+    warm_near = epochs_to(warm_curve, target - WITHIN)
+    cold_near = epochs_to(cold_curve, target - WITHIN)
     row = {
         "seed": seed,
         "source_epochs": source.spent,
@@ -177,11 +178,11 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path, top: int) -> dict[
         "warm_s_to_cold_best": None if warm_reach_s is None else source_s + warm_reach_s,
         "warm_cost_to_within_0_3_points": None if warm_near is None else source_cost + warm_near,
         "cold_epochs_to_within_0_3_points": cold_near,
-        "cold_curve": curve_of(cold),  # (own epochs, best val_acc so far)
-        "warm_curve": curve_of(warm),  # own epochs: add source_cost_full_epochs for the total
-        "cold_curve_s": seconds_curve(cold),
-        "warm_curve_s": seconds_curve(warm),  # own seconds: add source_s for the total
-        "warm_best_at_equal_total": best_within(curve_of(warm), full.budget - source_cost),
+        "cold_curve": cold_curve,  # (own epochs, best val_acc so far)
+        "warm_curve": warm_curve,  # own epochs: add source_cost_full_epochs for the total
+        "cold_curve_s": cold_curve_s,
+        "warm_curve_s": warm_curve_s,  # own seconds: add source_s for the total
+        "warm_best_at_equal_total": best_within(warm_curve, full.budget - source_cost),
         "cold_test_acc": cold.test_acc,
         "warm_test_acc": warm.test_acc,
         "wall_s": {"source": source.wall_s, "cold": cold.wall_s, "warm": warm.wall_s},
@@ -203,12 +204,8 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path, top: int) -> dict[
     return row
 
 
-def seconds_to(s: Search, target: float) -> float | None:
-    """Seconds since the search's first trial started until a completed trial reached ``target``."""
-    return next((at for t, at in zip(s.trials, s.at_s, strict=True) if t.value is not None and t.value >= target - 1e-12), None)
-
-
 def seconds_curve(s: Search) -> list[tuple[float, float]]:
+    """(seconds since the search's first trial started, best val_acc so far) after each completed trial that improved it."""
     points, best = [], -math.inf
     for t, at in zip(s.trials, s.at_s, strict=True):
         if t.value is not None and math.isfinite(t.value) and t.value > best:

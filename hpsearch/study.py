@@ -123,6 +123,7 @@ def label(study: optuna.Study, spec: Spec) -> None:
 
 IMPORTED = "imported"  # study user attribute: what warm_start.study imported at creation ({study, storage, trials, skipped})
 IMPORTED_FROM = "imported_from"  # an imported trial's user attribute: {"study": NAME, "trial": NUMBER}
+RE_EVALUATES = "re_evaluates"  # user attribute of a ``top`` config run again here: {"study": NAME, "trial": NUMBER}
 _imported: weakref.WeakKeyDictionary[optuna.Study, int] = weakref.WeakKeyDictionary()  # fixed at creation: read once
 _MISSING = object()
 
@@ -183,7 +184,7 @@ def warm_start(study: optuna.Study, spec: Spec) -> None:
     study.add_trials([imported_trial(t, params, {p: distribution(paths[p]) for p in params}, source) for t, params in fits])
     top = sorted(fits, key=lambda tf: (-tf[0].values[0] if spec.directions[0] == "maximize" else tf[0].values[0], tf[0].number))
     for t, params in top[: spec.warm_start.top]:
-        study.enqueue_trial(params, user_attrs={"warm_start": True, "re_evaluates": {"study": source, "trial": t.number}})
+        study.enqueue_trial(params, user_attrs={"warm_start": True, RE_EVALUATES: {"study": source, "trial": t.number}})
     dropped = sorted({p for t in trials for p in t.params} - {path for path, _ in spec.tree.parameters()})
     skipped, top_n = len(trials) - len(fits), min(spec.warm_start.top, len(fits))
     where = redact(spec.warm_storage_url or "")
@@ -360,7 +361,7 @@ def import_shift(trials: list[FrozenTrial]) -> list[float]:
     width = len(next(iter(imported.values())).values)
     pairs = []
     for t in done:
-        source = t.user_attrs.get("re_evaluates")
+        source = t.user_attrs.get(RE_EVALUATES)
         if isinstance(source, dict) and (source.get("study"), source.get("trial")) in imported:
             pairs.append((t.values, imported[source["study"], source["trial"]].values))
     if pairs:

@@ -348,7 +348,7 @@ def make_callback(recorder: Recorder) -> Any:
     return RecordTrials()
 
 
-def ContractStop(recorder: Recorder) -> Any:  # noqa: N802 (a class made on first use: Ray imports late)
+def make_stopper(recorder: Recorder) -> Any:
     """A Tune stopper that ends the whole run once a trial broke the metric contract."""
     from ray.tune.stopper import Stopper
 
@@ -648,7 +648,7 @@ def run_rounds(spec: Spec, study: optuna.Study, recorder: Recorder, progress: Pr
                     storage_path=str((spec.study_dir / "ray").resolve()),  # Ray wants an absolute path
                     verbose=0,
                     callbacks=[make_callback(recorder)],
-                    stop=ContractStop(recorder),
+                    stop=make_stopper(recorder),
                     failure_config=tune.FailureConfig(max_failures=0),
                     # pbt: a trial may clone another's checkpoint from a few perturbation intervals back
                     checkpoint_config=tune.CheckpointConfig(num_to_keep=4) if checkpoints else None,
