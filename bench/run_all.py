@@ -24,6 +24,7 @@ from common import RESULTS, ROOT, median
 ORDER = (
     "search_quality",
     "warm_start",
+    "warm_start_wide",
     "objective_vs_textbook",
     "orchestration",
     "busy_machine",
@@ -38,6 +39,9 @@ TITLES = {  # headings of benchmarks without a result yet
     "parallel_slots": "Parallel trial slots",
     "gpu_packing": "GPU packing: auto vs one trial per GPU",
     "ddp_scaling": "DDP scaling: samples/s on 1 vs N GPUs",
+}
+SCRIPTS = {  # benchmarks that are another script's run: name -> its arguments
+    "warm_start_wide": ["warm_start.py", "--spec", "spaces/bench_fashion_wide.yaml", "--seeds", "12", "--first-seed", "4", "--jobs", "2"],
 }
 NOT_RUN = {  # why a benchmark has no result, where that is known
     "parallel_slots": "Not rerun since the engine moved to slots.py: the earlier figure (2 slots: 2.08x the trials per hour "
@@ -299,7 +303,10 @@ def _warm_start(r: dict[str, Any]) -> str:
 def _warm_start_variants(main: dict[str, Any]) -> str:
     """The variants the defaults were chosen from (bench/results/warm_start_variants/*.json, seeds 0-3),
     and whether the chosen one held up on the main run's fresh seeds."""
-    found = sorted((RESULTS / "warm_start_variants").glob("*.json"))
+    spec = main.get("spec", NARROW)  # results from before --spec were all on the narrow space
+    found = [
+        p for p in sorted((RESULTS / "warm_start_variants").glob("*.json")) if json.loads(p.read_text())["figures"].get("spec", NARROW) == spec
+    ]
     if not found:
         return ""
     key = ("source_setting", "source_budget_epochs", "top")
@@ -334,9 +341,13 @@ def _warm_start_variants(main: dict[str, Any]) -> str:
     return "\n".join(lines + (["", held] if held else []))
 
 
+NARROW = "spaces/bench_fashion.yaml"
+
+
 ANALYSIS: dict[str, Any] = {
     "search_quality": _search_quality,
     "warm_start": _warm_start,
+    "warm_start_wide": _warm_start,
     "objective_vs_textbook": _textbook,
     "orchestration": _orchestration,
     "busy_machine": _busy_machine,
@@ -349,7 +360,8 @@ def run(names: list[str]) -> list[str]:
     failed = []
     for name in names:
         print(f"== bench/{name}.py", flush=True)
-        proc = subprocess.run([sys.executable, str(ROOT / "bench" / f"{name}.py")], cwd=ROOT, check=False)
+        script, *args = SCRIPTS.get(name, [f"{name}.py"])
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], cwd=ROOT, check=False)
         if proc.returncode != 0:
             failed.append(name)
     return failed

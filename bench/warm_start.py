@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import Timer, parser, write_result
+from common import ROOT, Timer, parser, write_result
 from search_quality import SPEC, WITHIN, Setup, Trial, curve, epochs_to, retrain, setup_for, spec_overrides
 
 SOURCE_TRAIN, FULL_TRAIN = 1500, 12000  # training images per epoch: the cost of an epoch in each setting
@@ -63,6 +63,7 @@ class Search:
     skipped: int = 0
     best_config: dict[str, Any] | None = None
     test_acc: float | None = None
+    until: int | None = None  # warm_start.until in force: own trials after which the imported ones stop informing TPE
 
 
 def source_setup(smoke: bool, budget: int, train: int = SOURCE_TRAIN, val: int = SOURCE_VAL) -> Setup:
@@ -71,13 +72,14 @@ def source_setup(smoke: bool, budget: int, train: int = SOURCE_TRAIN, val: int =
     return Setup(budget, 2, {"train_subset": train, "val_subset": val, "epochs": 2}, {}, 0)
 
 
-def search(setup: Setup, seed: int, folder: Path, extra: list[str], cut: bool = True) -> Search:
+def search(setup: Setup, seed: int, folder: Path, extra: list[str], spec_path: Path, cut: bool = True) -> Search:
     """``cut``: count trials only up to the budget (a source study is counted whole: all of it is imported)."""
     # hpsearch's trial loop in this process, stopped on the epoch budget (as search_quality.hpsearch_search)
     from hpsearch.backends.optuna import work
     from hpsearch.spec import load_spec
+    from hpsearch.study import warm_until
 
-    spec = load_spec(SPEC, spec_overrides(setup, seed, folder, extra))
+    spec = load_spec(spec_path, spec_overrides(setup, seed, folder, extra))
     stop, spent = threading.Event(), [0]
 
     def steps(step: str, number: int, seconds: float) -> None:
@@ -90,18 +92,23 @@ def search(setup: Setup, seed: int, folder: Path, extra: list[str], cut: bool = 
         work(spec, quiet=True, stop=stop, steps=steps)
     s = read(spec, setup.budget if cut else 10**9, t.s)
     s.ran = spent[0]
+    s.until = warm_until(spec) if spec.warm_start.study else None
     return s
 
 
-def warm_up(src: Setup) -> None:
-    """Pay the process's one-time costs before anything is timed: torch's optimizer module imports
-    torch._dynamo on first use (3 s here) and the IDX files are unzipped once per process. Unwarmed,
-    they land on whichever search runs first, the source."""
+def warm_up(src: Setup, spec_path: Path) -> None:
+    """Pay the process's one-time costs before anything is timed: the imports of the trial loop
+    (optuna, sqlalchemy and alembic, tensorboard, pydantic: 1.2 s here), torch's optimizer module
+    importing torch._dynamo on first use (3 s), the IDX files unzipped once per process. Unwarmed,
+    they land on whichever search runs first, the source. A throw-away two-trial search on tiny
+    subsets pays them all."""
     import torch._dynamo  # noqa: F401
 
     from hpsearch.train.data import FASHION_MNIST
 
     FASHION_MNIST.load({"dataset": "fashion_mnist", **src.fixed})
+    with tempfile.TemporaryDirectory() as tmp:
+        search(source_setup(True, 2), 0, Path(tmp), [], spec_path)
 
 
 def read(spec: Any, budget: int, wall_s: float) -> Search:
@@ -131,20 +138,21 @@ def final_best(s: Search) -> float:
     return max((t.value for t in s.trials if t.value is not None and math.isfinite(t.value)), default=math.nan)
 
 
-def one_seed(seed: int, full: Setup, src: Setup, cache: Path, top: int) -> dict[str, Any]:
-    warm_up(src)
+def one_seed(seed: int, full: Setup, src: Setup, cache: Path, top: int, spec_path: Path = SPEC) -> dict[str, Any]:
+    warm_up(src, spec_path)
     with tempfile.TemporaryDirectory() as tmp:
         # The source is another run: with the cold search's sampler seed its TPE would replay the cold
         # search's first configs (same random start-up draws, then similar models), and the warm start
         # would be handed the cold search's own later finds.
-        source = search(src, SOURCE_SEED + seed, Path(tmp) / "source", [], cut=False)
+        source = search(src, SOURCE_SEED + seed, Path(tmp) / "source", [], spec_path, cut=False)
         db = Path(tmp) / "source" / f"sq-{SOURCE_SEED + seed}" / "study.db"
-        cold = search(full, seed, Path(tmp) / "cold", [])
+        cold = search(full, seed, Path(tmp) / "cold", [], spec_path)
         warm = search(
             full,
             seed,
             Path(tmp) / "warm",
             [f"warm_start.study=sq-{SOURCE_SEED + seed}", f"warm_start.storage=sqlite:///{db}", f"warm_start.top={top}"],
+            spec_path,
         )
     for s in (cold, warm):
         if s.best_config is not None:
@@ -193,6 +201,11 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path, top: int) -> dict[
         "warm_best_is_a_reevaluated_source_config": warm.best_config is not None
         and any(same_params(warm.best_config, t.config) for t in warm.trials[:top]),
         "ran_epochs": {"source": source.ran, "cold": cold.ran, "warm": warm.ran},
+        "spent_epochs": {"cold": cold.spent, "warm": warm.spent},  # own epochs within the budget
+        "spent_s": {  # own seconds until the last trial within the budget completed
+            k: max((x for x in v.at_s if math.isfinite(x)), default=0.0) for k, v in (("cold", cold), ("warm", warm))
+        },
+        "warm_sampler_until": warm.until,
     }
     row["ratio"] = None if row["warm_cost_to_cold_best"] is None or not cold_reach else row["warm_cost_to_cold_best"] / cold_reach
     row["ratio_by_seconds"] = None if row["warm_s_to_cold_best"] is None or not cold_reach_s else row["warm_s_to_cold_best"] / cold_reach_s
@@ -218,6 +231,50 @@ def curve_of(s: Search) -> list[tuple[int, float]]:
     from search_quality import Run
 
     return curve(Run("x", 0, s.trials, s.spent, s.spent, 0, s.wall_s))
+
+
+def ert(rows: list[dict[str, Any]], kind: str, target: float, seconds: bool) -> tuple[float | None, int]:
+    """Expected running time to ``target`` (as in the COCO/BBOB benchmarks): the compute all seeds
+    spent, each until it reached the target or to the end of its budget, over the seeds that
+    reached it; None where none did. Warm counts the source's cost in both. A common target for all
+    seeds and both starts, unlike "cold's own final best", which is the lucky top draw of one search."""
+    spent, reached = 0.0, 0
+    for r in rows:
+        source = (r["source_s"] if seconds else r["source_cost_full_epochs"]) if kind == "warm" else 0.0
+        points = r[f"{kind}_curve_s" if seconds else f"{kind}_curve"]
+        at = epochs_to(points, target)
+        total = r["spent_s"][kind] if seconds else r["spent_epochs"][kind]
+        spent += source + (total if at is None else at)
+        reached += at is not None
+    return (spent / reached if reached else None), reached
+
+
+def ert_figures(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """ERT, cold and warm, in epochs and seconds, at two common targets: the cold starts' median final
+    best (what a cold start typically ends with) and half a point below it."""
+    typical = statistics.median(r["cold_final_best"] for r in rows)
+    out = {}
+    for name, target in (("typical_cold_final_best", typical), ("half_a_point_below", typical - 0.005)):
+        f: dict[str, Any] = {"target": target}
+        for unit, seconds in (("epochs", False), ("s", True)):
+            for kind in ("cold", "warm"):
+                f[f"{kind}_{unit}"], f[f"{kind}_reached"] = ert(rows, kind, target, seconds)
+            cold, warm = f[f"cold_{unit}"], f[f"warm_{unit}"]
+            f[f"ratio_{unit}"] = None if cold is None or warm is None else warm / cold
+        out[name] = f
+    return out
+
+
+def ert_text(figures: dict[str, dict[str, Any]]) -> str:
+    def ratio(x: float | None) -> str:
+        return "n/a" if x is None else f"{x:.2f}"
+
+    parts = [
+        f"{100 * f['target']:.2f} %: {ratio(f['ratio_epochs'])} in epochs, {ratio(f['ratio_s'])} in seconds "
+        f"(reached by {f['cold_reached']} cold, {f['warm_reached']} warm)"
+        for f in figures.values()
+    ]
+    return "; expected running time warm/cold to a common target (" + "; ".join(parts) + ")"
 
 
 def best_within(points: list[tuple[int, float]], epochs: float) -> float | None:
@@ -251,7 +308,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--top", type=int, default=TOP, help=f"warm_start.top: source configs re-evaluated first (default {TOP})")
     p.add_argument("--jobs", type=int, default=1, help="seeds run at once, one process each (default 1; each search uses one thread)")
+    p.add_argument(
+        "--spec",
+        type=Path,
+        default=SPEC,
+        help="the full study's spec (default spaces/bench_fashion.yaml; spaces/bench_fashion_wide.yaml: the same task, wide ranges)",
+    )
     args = p.parse_args(argv)
+    args.spec = args.spec.resolve()
     started = time.perf_counter()
     full = setup_for(args.smoke, args.budget, 6)
     src = source_setup(args.smoke, args.source_budget, args.source_train, args.source_val)
@@ -262,12 +326,12 @@ def main(argv: list[str] | None = None) -> None:
         # the result is written after every seed: a cut-short run keeps what it measured
         if args.jobs <= 1:
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                rows.append(one_seed(seed, full, src, Path(cache), args.top))
+                rows.append(one_seed(seed, full, src, Path(cache), args.top, args.spec))
                 report(args, rows, full, src, started)
             return
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = [
-                pool.submit(one_seed, seed, full, src, Path(cache), args.top)
+                pool.submit(one_seed, seed, full, src, Path(cache), args.top, args.spec)
                 for seed in range(args.first_seed, args.first_seed + args.seeds)
             ]
             for done in as_completed(futures):
@@ -314,6 +378,11 @@ def plot(rows: list[dict[str, Any]], budget: int, source_train: int, path: Path)
     plt.close(fig)
 
 
+def result_name(spec: Path) -> str:
+    """warm_start for the benchmark's spec, warm_start_<variant> for spaces/bench_fashion_<variant>.yaml."""
+    return "warm_start" if spec == SPEC.resolve() else "warm_start_" + spec.stem.removeprefix("bench_fashion_")
+
+
 def same_params(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return {k: v for k, v in a.items() if k != "seed"} == {k: v for k, v in b.items() if k != "seed"}
 
@@ -337,10 +406,12 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
         "median_ratio_warm_to_cold": ratio,
         "median_ratio_warm_to_cold_by_seconds": by_s,
         "median_ratio_within_0_3_points": med([r["ratio_within_0_3_points"] for r in rows]),
-        "png": "warm_start.png",
+        "png": f"{result_name(args.spec)}.png",
         "seeds_warm_reached_cold_best": reached,
         "median_test_acc_cold": statistics.median(r["cold_test_acc"] for r in rows if r["cold_test_acc"] is not None),
         "median_test_acc_warm": statistics.median(r["warm_test_acc"] for r in rows if r["warm_test_acc"] is not None),
+        "spec": str(args.spec.relative_to(ROOT)) if args.spec.is_relative_to(ROOT) else str(args.spec),
+        "ert": ert_figures(rows),
         "per_seed": rows,
     }
     columns = [
@@ -385,6 +456,7 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
         + f" in epochs (the source counted as {figures['source_cost_full_epochs']:g} full-setting epochs by its training images), "
         + ("n/a" if by_s is None else f"{by_s:.2f}")
         + f" in measured seconds (the source's {source_s:.0f} s included); goal {verdict}"
+        + ert_text(figures["ert"])
     )
     notes = [
         f"Source study: {src.budget} epochs of 2-epoch trials on {src.fixed.get('train_subset')} training and {src.fixed.get('val_subset')} "
@@ -419,14 +491,15 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
         "before anything is timed.",
     ]
     args.out.mkdir(parents=True, exist_ok=True)
-    plot(rows, full.budget, int(src.fixed.get("train_subset") or SOURCE_TRAIN), args.out / "warm_start.png")
+    plot(rows, full.budget, int(src.fixed.get("train_subset") or SOURCE_TRAIN), args.out / figures["png"])
+    wide = result_name(args.spec) != "warm_start"
     write_result(
         args.out,
-        "warm_start",
-        "Warm start from a cheaper study (Fashion-MNIST)",
+        result_name(args.spec),
+        f"Warm start from a cheaper study (Fashion-MNIST{', ' + args.spec.name if wide else ''})",
         headline=headline,
         smoke=args.smoke,
-        goal=f"a study warm-started from a cheaper study ({src.fixed.get('train_subset')} of the 12,000 images, 2-epoch trials) reaches the cold start's final best with less total compute (ratio < 1 in epochs and in measured seconds)",
+        goal=f"on {figures['spec']}, a study warm-started from a cheaper study ({src.fixed.get('train_subset')} of the 12,000 images, 2-epoch trials) reaches the cold start's final best with less total compute (ratio < 1 in epochs and in measured seconds)",
         goal_met=None if args.smoke else met,
         figures=figures,
         table={"columns": columns, "rows": table_rows},

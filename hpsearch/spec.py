@@ -131,6 +131,7 @@ class WarmStart(Section):
     study: str | None = Field(None, min_length=1)  # earlier study whose finished trials are imported when this study is created
     storage: str | None = None  # where it is; default: this spec's storage:, else <output>/<study>/study.db
     top: int = Field(0, ge=0)  # also re-evaluate its best K configs first (they count toward the budget)
+    until: int | None = Field(None, ge=1)  # own trials (completed or pruned) after which imported ones stop informing the sampler
     configs: list[dict[str, Any]] = []  # configs evaluated first (they count toward the budget)
 
 

@@ -106,7 +106,7 @@ def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.St
     if imported:  # the median/percentile pruners count completed trials, imported ones too: wait for this study's own
         startup = spec.pruner.startup_trials + imported
         study.pruner = build_pruner(spec.model_copy(update={"pruner": spec.pruner.model_copy(update={"startup_trials": startup})}))
-        study.sampler = warm_sampler(study, study.sampler)
+        study.sampler = warm_sampler(study, study.sampler, warm_until(spec))
     return study
 
 
@@ -278,9 +278,21 @@ def imported_count(study: optuna.Study) -> int:
     return _imported[study]
 
 
-def warm_sampler(study: optuna.Study, sampler: optuna.samplers.BaseSampler) -> optuna.samplers.BaseSampler:
+DEFAULT_UNTIL = 10  # warm_start.until when neither it nor sampler.startup_trials is set: TPE's and GP's random start-up
+
+
+def warm_until(spec: Spec) -> int:
+    """Own finished trials (completed or pruned) after which imported ones stop informing the sampler
+    (``warm_start.until``): by default as many as the sampler's random start-up, which the imported
+    trials stand in for (at least 1: with no start-up they would inform nothing)."""
+    if spec.warm_start.until is not None:
+        return spec.warm_start.until
+    return max(1, spec.sampler.startup_trials) if spec.sampler.startup_trials is not None else DEFAULT_UNTIL
+
+
+def warm_sampler(study: optuna.Study, sampler: optuna.samplers.BaseSampler, until: int = DEFAULT_UNTIL) -> optuna.samplers.BaseSampler:
     """``sampler``, wrapped in WarmSampler when the study imported trials from an earlier one."""
-    return WarmSampler(sampler) if imported_count(study) and not isinstance(sampler, WarmSampler) else sampler
+    return WarmSampler(sampler, until) if imported_count(study) and not isinstance(sampler, WarmSampler) else sampler
 
 
 class WarmSampler(optuna.samplers.BaseSampler):
@@ -292,20 +304,28 @@ class WarmSampler(optuna.samplers.BaseSampler):
     steer away from the very region the earlier study found good. So the sampler sees each
     imported value moved by ``import_shift``: how far this study's re-evaluations of the
     earlier best configs (``warm_start.top``) landed from their imported values. The stored
-    values are not changed: dashboards and reports show what was measured."""
+    values are not changed: dashboards and reports show what was measured.
 
-    def __init__(self, inner: optuna.samplers.BaseSampler) -> None:
+    The imported trials stand in for the sampler's random start-up: once ``until`` trials of
+    this study finished (completed or pruned, as TPE counts its start-up), the sampler sees
+    those alone. An earlier setting ranks configs with a
+    bias (2 epochs on a subset favour small batches, which take more steps per image); kept for
+    the whole study, its many trials would hold the sampler in the region it found and the
+    study would stop improving there."""
+
+    def __init__(self, inner: optuna.samplers.BaseSampler, until: int = DEFAULT_UNTIL) -> None:
         self.inner = inner
+        self.until = until
 
     def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, Any]:
-        space: dict[str, Any] = self.inner.infer_relative_search_space(_ShiftedView(study), trial)  # type: ignore[arg-type]
+        space: dict[str, Any] = self.inner.infer_relative_search_space(_ShiftedView(study, self.until), trial)  # type: ignore[arg-type]
         return space
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, Any]) -> dict[str, Any]:
-        return self.inner.sample_relative(_ShiftedView(study), trial, search_space)  # type: ignore[arg-type]
+        return self.inner.sample_relative(_ShiftedView(study, self.until), trial, search_space)  # type: ignore[arg-type]
 
     def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: Any) -> Any:
-        return self.inner.sample_independent(_ShiftedView(study), trial, param_name, param_distribution)  # type: ignore[arg-type]
+        return self.inner.sample_independent(_ShiftedView(study, self.until), trial, param_name, param_distribution)  # type: ignore[arg-type]
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.inner.before_trial(study, trial)
@@ -320,9 +340,11 @@ class WarmSampler(optuna.samplers.BaseSampler):
 class _ShiftedView:
     """The study as the sampler reads it: imported trials' values moved by ``import_shift``."""
 
-    def __init__(self, study: optuna.Study) -> None:
+    def __init__(self, study: optuna.Study, until: int = DEFAULT_UNTIL) -> None:
         self._study = study
+        self._until = until
         self._shift: list[float] | None = None
+        self._own_done: int | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._study, name)
@@ -332,8 +354,12 @@ class _ShiftedView:
 
     def _get_trials(self, deepcopy: bool = True, states: Any = None, use_cache: bool = False) -> list[FrozenTrial]:
         trials = self._study._get_trials(deepcopy=deepcopy, states=states, use_cache=use_cache)
-        if self._shift is None:
-            self._shift = import_shift(self._study._get_trials(deepcopy=False, states=(TrialState.COMPLETE,), use_cache=use_cache))
+        if self._shift is None or self._own_done is None:
+            done = self._study._get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED), use_cache=use_cache)
+            self._own_done = sum(IMPORTED_FROM not in t.user_attrs for t in done)  # as TPE counts its start-up: pruned ones too
+            self._shift = import_shift(done)
+        if self._own_done >= self._until:  # the study's own trials rank the space now
+            return [t for t in trials if IMPORTED_FROM not in t.user_attrs]
         if not any(self._shift):
             return trials
         return [shifted(t, self._shift) if IMPORTED_FROM in t.user_attrs and t.values else t for t in trials]

@@ -20,7 +20,7 @@ MACHINE_KEYS = {"nproc", "cpu", "torch", "optuna", "ray", "load_avg_1_5_15"}
 # script -> figures a reader of BENCHMARKS.md needs from it
 FIGURES = {
     "search_quality": {"budget_epochs", "random_final_best", "methods", "goals"},
-    "warm_start": {"budget_epochs", "source_cost_full_epochs", "median_ratio_warm_to_cold", "per_seed"},
+    "warm_start": {"budget_epochs", "source_cost_full_epochs", "median_ratio_warm_to_cold", "ert", "spec", "per_seed"},
     "objective_vs_textbook": {
         "digits_mlp",
         "accuracy_within_1_point",  # a tiny Fashion-MNIST row too, where Debian's files are
@@ -58,6 +58,17 @@ def test_smoke_run_writes_its_result(bench, tmp_path, monkeypatch, name):
     assert result["table"]["rows"] and all(len(row) == len(result["table"]["columns"]) for row in result["table"]["rows"])
     if "png" in result["figures"]:  # a plot the section links to
         assert (tmp_path / result["figures"]["png"]).stat().st_size > 1000
+
+
+def test_warm_start_on_another_spec_writes_a_result_of_its_own(bench, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    bench("warm_start").main(["--smoke", "--out", str(tmp_path), "--spec", str(ROOT / "spaces" / "bench_fashion_wide.yaml")])
+    result = json.loads((tmp_path / "warm_start_wide.json").read_text())
+    assert result["name"] == "warm_start_wide" and result["figures"]["spec"] == "spaces/bench_fashion_wide.yaml"
+    assert (tmp_path / "warm_start_wide.png").is_file() and not (tmp_path / "warm_start.json").exists()
+    ert = result["figures"]["ert"]["typical_cold_final_best"]
+    assert ert["target"] == result["figures"]["per_seed"][0]["cold_final_best"]  # one seed: its own final best
+    assert ert["cold_reached"] == 1  # the cold start reaches its own final best by definition
 
 
 def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):

@@ -149,6 +149,7 @@ def test_top_k_configs_run_first_and_count_toward_the_budget(source, write_spec,
         ("{{studdy: small}}", "warm_start.studdy: unknown key; did you mean 'study'?"),
         ("{{top: 2}}", "warm_start.top: re-evaluates the best 2 trials of an earlier study: name it in warm_start.study"),
         ("{{study: small, top: -1}}", "warm_start.top: Input should be greater than or equal to 0"),
+        ("{{study: small, until: 0}}", "warm_start.until: Input should be greater than or equal to 1"),
         ("{{study: full}}", "warm_start.study: 'full' is this study itself; name an earlier study"),
     ],
 )
@@ -230,3 +231,68 @@ def test_tpe_behind_the_warm_sampler_keeps_the_earlier_good_region():
     mean = {k: sum(v) / len(v) for k, v in picks.items()}
     assert mean["shifted"] > 0.7, mean  # TPE keeps to the earlier good region
     assert mean["shifted"] > mean["raw"], mean
+
+
+def test_imported_trials_inform_the_sampler_until_enough_own_trials_completed():
+    """They stand in for the random start-up: once ``until`` own trials completed, TPE follows
+    this study's trials alone, even where the earlier study ranked the space otherwise."""
+    import optuna
+
+    from hpsearch.study import IMPORTED_FROM, WarmSampler, _ShiftedView
+
+    def fill(study: optuna.Study) -> None:
+        for i in range(30):  # the earlier study: value rises with x (its setting favoured large x)
+            x = i / 29
+            study.add_trial(_trial(x, 0.6 + 0.2 * x, **{IMPORTED_FROM: {"study": "s", "trial": i}}))
+        for i in range(10):  # this study's own: small x is best here
+            x = 0.05 + 0.1 * i
+            study.add_trial(_trial(x, 0.9 - 0.1 * x))
+
+    picks = {}
+    for until in (10, 1000):
+        study = optuna.create_study(
+            direction="maximize", sampler=WarmSampler(optuna.samplers.TPESampler(seed=0, n_startup_trials=0), until)
+        )
+        fill(study)
+        seen = _ShiftedView(study, until).get_trials(deepcopy=False)
+        assert len(seen) == (10 if until == 10 else 40)
+        picks[until] = [study.ask({"x": optuna.distributions.FloatDistribution(0.0, 1.0)}).params["x"] for _ in range(20)]
+    mean = {k: sum(v) / len(v) for k, v in picks.items()}
+    assert mean[10] < 0.5 < mean[1000], mean  # its own trials: small x; kept for good, the 30 imported ones pull TPE to large x
+    assert mean[1000] - mean[10] > 0.25, mean
+
+
+def test_pruned_own_trials_count_toward_until_as_tpe_counts_its_start_up():
+    import optuna
+
+    from hpsearch.study import IMPORTED_FROM, _ShiftedView
+
+    study = optuna.create_study(direction="maximize")
+    for i in range(5):
+        study.add_trial(_trial(i / 5, 0.5, **{IMPORTED_FROM: {"study": "s", "trial": i}}))
+    for i in range(3):
+        study.add_trial(_trial(0.1 * i, 0.8))
+    pruned = optuna.trial.create_trial(
+        params={"x": 0.9},
+        distributions={"x": optuna.distributions.FloatDistribution(0.0, 1.0)},
+        state=optuna.trial.TrialState.PRUNED,
+        intermediate_values={1: 0.3},
+    )
+    study.add_trial(pruned)
+    assert len(_ShiftedView(study, 5).get_trials(deepcopy=False)) == 9  # 4 own finished of 5: imported ones still seen
+    study.add_trial(pruned)
+    assert len(_ShiftedView(study, 5).get_trials(deepcopy=False)) == 5  # 5 own (3 completed, 2 pruned): own alone
+
+
+def test_until_defaults_to_the_samplers_start_up(write_spec):
+    from hpsearch.spec import load_spec
+    from hpsearch.study import warm_until
+
+    def until(sampler: str, warm: str) -> int:
+        text = TARGET.replace("sampler: {{name: tpe, seed: 0}}", sampler).replace("{{study: small, top: 1}}", warm)
+        return warm_until(load_spec(write_spec(text, "u.yaml")))
+
+    assert until("sampler: {{name: tpe}}", "{{study: small}}") == 10  # TPE's own start-up
+    assert until("sampler: {{name: tpe, startup_trials: 4}}", "{{study: small}}") == 4
+    assert until("sampler: {{name: tpe, startup_trials: 0}}", "{{study: small}}") == 1  # still informs the first trial
+    assert until("sampler: {{name: tpe, startup_trials: 4}}", "{{study: small, until: 7}}") == 7

@@ -60,6 +60,7 @@ from hpsearch.study import (
     summary,
     trial_value_text,
     warm_sampler,
+    warm_until,
 )
 from hpsearch.text import finite
 from hpsearch.trial import COMPLETE, run_trial
@@ -419,7 +420,8 @@ def search_setup(spec: Spec, study: optuna.Study, recorder: Recorder, scheduler:
     config from a function that asks the same study (and so the same sampler).
     """
     if scheduler != "pbt":
-        return make_searcher(spec, storage_of(study), warm_sampler(study, build_sampler(spec, len(study.trials))), recorder), None
+        sampler = warm_sampler(study, build_sampler(spec, len(study.trials)), warm_until(spec))
+        return make_searcher(spec, storage_of(study), sampler, recorder), None
     from ray import tune
     from ray.tune.search import BasicVariantGenerator
 

@@ -247,6 +247,23 @@ def test_val_and_test_subsets_leave_the_other_splits_alone() -> None:
     assert torch.equal(untouched.test.split.images, full.test.split.images)
 
 
+@pytest.mark.parametrize(("train_n", "val_n"), [(None, None), (300, None), (None, 40), (300, 40)])
+def test_carving_subsets_in_one_copy_keeps_the_very_images_of_carve_then_subsample(train_n, val_n) -> None:
+    """build_data indexes the loaded split once (carve_subsets); the images must be those the
+    two-step carve + subsample picks, so earlier studies' subsets stay the same."""
+    from hpsearch.train.data import carve, carve_subsets, subsample
+
+    gen = torch.Generator().manual_seed(0)
+    data = Split(torch.randint(0, 256, (1000, 1, 4, 4), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (1000,), generator=gen))
+    for _ in range(2):  # the second call is served from the index cache
+        train, val = carve_subsets(data, 0.2, 3, train_n, val_n)
+        rest, held = carve(data, 0.2, 3)
+        expected = subsample(rest, train_n, 3, "train_subset"), subsample(held, val_n, 3, "val_subset")
+        for got, want in zip((train, val), expected, strict=True):
+            assert torch.equal(got.images, want.images) and torch.equal(got.labels, want.labels)
+    assert len(train) == (train_n or 800) and len(val) == (val_n or 200)
+
+
 def test_a_subset_larger_than_its_split_is_an_error() -> None:
     with pytest.raises(ValueError, match="val_subset=500 is more than the 144 images in that split"):
         build_data({"dataset": "digits", "val_subset": 500}, CPU)
