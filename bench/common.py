@@ -89,7 +89,18 @@ def command() -> str:
         rel = rel.relative_to(ROOT)
     except ValueError:
         pass
-    return " ".join([".venv/bin/python", str(rel), *map(shlex.quote, sys.argv[1:])])
+    return " ".join([".venv/bin/python", str(rel), *(shlex.quote(_from_root(a)) for a in sys.argv[1:])])
+
+
+def _from_root(arg: str) -> str:
+    """A path argument as typed from the checkout's root, where the command line is shown to be run."""
+    path = Path(arg)
+    if arg.startswith("-") or not path.exists():
+        return arg
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return arg
 
 
 def median(values: list[float]) -> float:

@@ -77,7 +77,6 @@ def search(setup: Setup, seed: int, folder: Path, extra: list[str], spec_path: P
     # hpsearch's trial loop in this process, stopped on the epoch budget (as search_quality.hpsearch_search)
     from hpsearch.backends.optuna import work
     from hpsearch.spec import load_spec
-    from hpsearch.study import warm_until
 
     spec = load_spec(spec_path, spec_overrides(setup, seed, folder, extra))
     stop, spent = threading.Event(), [0]
@@ -92,7 +91,7 @@ def search(setup: Setup, seed: int, folder: Path, extra: list[str], spec_path: P
         work(spec, quiet=True, stop=stop, steps=steps)
     s = read(spec, setup.budget if cut else 10**9, t.s)
     s.ran = spent[0]
-    s.until = warm_until(spec) if spec.warm_start.study else None
+    s.until = spec.warm_until if spec.warm_start.study else None
     return s
 
 
@@ -206,6 +205,7 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path, top: int, spec_pat
             k: max((x for x in v.at_s if math.isfinite(x)), default=0.0) for k, v in (("cold", cold), ("warm", warm))
         },
         "warm_sampler_until": warm.until,
+        "choices": {k: choices(x) for k, x in (("source", source), ("cold", cold), ("warm", warm))},
     }
     row["ratio"] = None if row["warm_cost_to_cold_best"] is None or not cold_reach else row["warm_cost_to_cold_best"] / cold_reach
     row["ratio_by_seconds"] = None if row["warm_s_to_cold_best"] is None or not cold_reach_s else row["warm_s_to_cold_best"] / cold_reach_s
@@ -215,6 +215,25 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path, top: int, spec_pat
     shown = {k: v for k, v in row.items() if k not in ("wall_s", "cold_curve", "warm_curve", "cold_best_config", "warm_best_config")}
     print(f"  seed {seed}: {json.dumps(shown, default=str)}", flush=True)
     return row
+
+
+CATEGORICAL = ("optimizer", "schedule", "batch_size")  # what each search chose, as shares of its trials
+NUMERIC = ("label_smoothing", "warmup_epochs")
+
+
+def choices(s: Search) -> dict[str, Any]:
+    """Where a search spent its trials: the share of each categorical value and the median of some
+    numeric ones. A cheap setting ranks configs with a bias of its own (2 epochs on a subset favour
+    configs that learn fast and need no decay); these show whether the warm start inherited it."""
+    configs = [t.config for t in s.trials if t.config]
+    out: dict[str, Any] = {"trials": len(configs)}
+    for key in CATEGORICAL:
+        values = [str(c[key]) for c in configs if key in c]
+        out[key] = {v: values.count(v) / len(values) for v in sorted(set(values))} if values else {}
+    for key in NUMERIC:
+        values = [float(c[key]) for c in configs if isinstance(c.get(key), int | float)]
+        out[f"{key}_median"] = statistics.median(values) if values else None
+    return out
 
 
 def seconds_curve(s: Search) -> list[tuple[float, float]]:
@@ -478,17 +497,20 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
             if args.top
             else "The warm study re-evaluates nothing (top 0) and imports every "
         )
-        + "completed source trial that fits the space (here the same space, so none are skipped). Imported values were measured "
+        + "completed source trial that fits the space (here the same space, so none are skipped; pruned and failed source trials are not imported). Imported values were measured "
         f"on {src.fixed.get('train_subset')} images over 2 epochs, below any full-setting value; the sampler sees them moved onto this study's scale "
         "(hpsearch.study.WarmSampler: by the median gap of the re-evaluated configs' two values, or with top 0 of the two studies' medians), so TPE ranks the source's regions among this "
-        "study's own trials instead of below all of them. Best, promote and the pruner's start-up use the study's own trials only.",
+        f"study's own trials instead of below all of them, and only until {rows[0].get('warm_sampler_until')} of this study's own trials finished "
+        "(warm_start.until, by default the sampler's start-up), after which it sees its own alone. Best, promote and the "
+        "pruner's start-up use the study's own trials only.",
         f"The source study of seed s runs with sampler and training seed {SOURCE_SEED}+s: with the cold search's own seed, "
         "its TPE replays the cold search's path (the same random start-up configs, then near-identical proposals), and the "
         "warm start would be handed configs the cold search finds later anyway.",
         f"{len(rows)} seed(s) of {args.seeds} planned, {args.jobs} at a time (one process each; source, cold and warm of "
         "a seed run one after another in its process, one thread each); 5,000 validation images, so a few tenths of a "
-        "point are within noise. Each process pays its one-time costs (torch._dynamo's import, unzipping the IDX files) "
-        "before anything is timed.",
+        "point are within noise. Each process pays its one-time costs (imports, torch._dynamo's, unzipping the IDX files) "
+        "in a throw-away two-trial search before anything is timed. Training is deterministic (CPU, one thread, seeded): "
+        "a cold start of seed s trains the same trials in every run.",
     ]
     args.out.mkdir(parents=True, exist_ok=True)
     plot(rows, full.budget, int(src.fixed.get("train_subset") or SOURCE_TRAIN), args.out / figures["png"])

@@ -120,7 +120,10 @@ def describe_spec(spec: Spec, configs: list[dict[str, Any]] | int = SHOWN, check
         lines.append(f"warm starts: {len(spec.warm_start.configs)} configs evaluated first")
     if spec.warm_start.study is not None and spec.warm_storage_url is not None:
         top = f", its best {spec.warm_start.top} re-evaluated first" if spec.warm_start.top else ""
-        lines.append(f"warm start: imports the finished trials of study {spec.warm_start.study} in {redact(spec.warm_storage_url)}{top}")
+        lines.append(
+            f"warm start: imports the finished trials of study {spec.warm_start.study} in {redact(spec.warm_storage_url)}{top};"
+            f" they inform the sampler until {spec.warm_until} of this study's own trials finished"
+        )
     for i, config in enumerate(configs):
         lines.append(f"sample {i + 1}: {config}")
     if check is not None and check.rejected:

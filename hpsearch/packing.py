@@ -47,7 +47,7 @@ class Size:
     """The config values that drive a trial's memory; None when the config does not set them."""
 
     batch: float | None = None  # batch_size: samples per forward pass (the micro-batch)
-    width: float | None = None  # width: channels of the first stage (models of the built-in objective)
+    width: float | None = None  # width: channels of the first stage (models of the built-in objective), or the MLP's widest layer
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,12 @@ class Peak:
 
 
 def size_of(config: Mapping[str, Any]) -> Size:
-    return Size(_number(config.get("batch_size")), _number(config.get("width")))
+    """``width``, else the widest of ``mlp_hidden`` (the MLP's width: weights grow with it too)."""
+    width = _number(config.get("width"))
+    hidden = config.get("mlp_hidden")
+    if width is None and isinstance(hidden, (list, tuple)):
+        width = max((w for w in map(_number, hidden) if w is not None), default=None)
+    return Size(_number(config.get("batch_size")), width)
 
 
 def _number(value: Any) -> float | None:

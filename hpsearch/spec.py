@@ -125,6 +125,9 @@ class Resources(Section):
         return value
 
 
+DEFAULT_WARM_UNTIL = 10  # warm_start.until when neither it nor sampler.startup_trials is set: TPE's and GP's random start-up
+
+
 class WarmStart(Section):
     """``warm_start:`` as a mapping: learn from an earlier study (a list is the ``configs`` alone)."""
 
@@ -212,6 +215,16 @@ class Spec(Section):
         if path and not Path(path).is_absolute():
             return f"sqlite:///{os.path.normpath(self.base_dir / path)}"
         return self.storage
+
+    @property
+    def warm_until(self) -> int:
+        """Own finished trials (completed or pruned) after which imported ones stop informing the
+        sampler (``warm_start.until``): by default as many as the sampler's random start-up, which
+        the imported trials stand in for (at least 1: with no start-up they would inform nothing)."""
+        if self.warm_start.until is not None:
+            return self.warm_start.until
+        startup = self.sampler.startup_trials
+        return DEFAULT_WARM_UNTIL if startup is None else max(1, startup)
 
     @property
     def warm_storage_url(self) -> str | None:

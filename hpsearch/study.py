@@ -22,6 +22,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpsearch.errors import UserError
 from hpsearch.registry import PRUNERS, SAMPLERS, sampler_name
 from hpsearch.space import Choice, Const, Float, Int, Param, parse_space
+from hpsearch.spec import DEFAULT_WARM_UNTIL
 from hpsearch.storage import (
     cannot_open,
     count_states,
@@ -106,7 +107,7 @@ def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.St
     if imported:  # the median/percentile pruners count completed trials, imported ones too: wait for this study's own
         startup = spec.pruner.startup_trials + imported
         study.pruner = build_pruner(spec.model_copy(update={"pruner": spec.pruner.model_copy(update={"startup_trials": startup})}))
-        study.sampler = warm_sampler(study, study.sampler, warm_until(spec))
+        study.sampler = warm_sampler(study, study.sampler, spec.warm_until)
     return study
 
 
@@ -278,19 +279,7 @@ def imported_count(study: optuna.Study) -> int:
     return _imported[study]
 
 
-DEFAULT_UNTIL = 10  # warm_start.until when neither it nor sampler.startup_trials is set: TPE's and GP's random start-up
-
-
-def warm_until(spec: Spec) -> int:
-    """Own finished trials (completed or pruned) after which imported ones stop informing the sampler
-    (``warm_start.until``): by default as many as the sampler's random start-up, which the imported
-    trials stand in for (at least 1: with no start-up they would inform nothing)."""
-    if spec.warm_start.until is not None:
-        return spec.warm_start.until
-    return max(1, spec.sampler.startup_trials) if spec.sampler.startup_trials is not None else DEFAULT_UNTIL
-
-
-def warm_sampler(study: optuna.Study, sampler: optuna.samplers.BaseSampler, until: int = DEFAULT_UNTIL) -> optuna.samplers.BaseSampler:
+def warm_sampler(study: optuna.Study, sampler: optuna.samplers.BaseSampler, until: int = DEFAULT_WARM_UNTIL) -> optuna.samplers.BaseSampler:
     """``sampler``, wrapped in WarmSampler when the study imported trials from an earlier one."""
     return WarmSampler(sampler, until) if imported_count(study) and not isinstance(sampler, WarmSampler) else sampler
 
@@ -313,7 +302,7 @@ class WarmSampler(optuna.samplers.BaseSampler):
     the whole study, its many trials would hold the sampler in the region it found and the
     study would stop improving there."""
 
-    def __init__(self, inner: optuna.samplers.BaseSampler, until: int = DEFAULT_UNTIL) -> None:
+    def __init__(self, inner: optuna.samplers.BaseSampler, until: int = DEFAULT_WARM_UNTIL) -> None:
         self.inner = inner
         self.until = until
 
@@ -340,7 +329,7 @@ class WarmSampler(optuna.samplers.BaseSampler):
 class _ShiftedView:
     """The study as the sampler reads it: imported trials' values moved by ``import_shift``."""
 
-    def __init__(self, study: optuna.Study, until: int = DEFAULT_UNTIL) -> None:
+    def __init__(self, study: optuna.Study, until: int = DEFAULT_WARM_UNTIL) -> None:
         self._study = study
         self._until = until
         self._shift: list[float] | None = None

@@ -53,6 +53,16 @@ def test_the_cap_bounds_the_slots_and_the_plan_says_so():
     assert plan([GPU24], [peak(100)], cap=3).slots == (3,)  # small peaks grow the plan up to the cap
 
 
+def test_an_mlps_width_is_its_widest_hidden_layer():
+    from hpsearch.packing import size_of
+
+    assert size_of({"batch_size": 64, "model": "mlp", "mlp_hidden": [512, 128]}) == Size(64, 512)
+    assert size_of({"batch_size": 64, "width": 32, "mlp_hidden": [512]}) == Size(64, 32)  # a convnet's width wins
+    assert size_of({"batch_size": 64}) == Size(64, None)
+    wider = trial_mb([peak(1000, batch=64, width=256)], [size_of({"batch_size": 64, "mlp_hidden": [512]})])
+    assert wider == 4000  # twice the width, squared
+
+
 def test_never_zero_slots_even_when_one_trial_does_not_fit():
     assert plan([GPU24], [peak(30000)]).slots == (1,)
     assert fits(Probe(100, 100), 5000, 0.15) == 1

@@ -174,8 +174,8 @@ def test_validate_names_where_the_earlier_study_is(write_spec, capsys, tmp_path)
     code, out, _ = run(capsys, "validate", str(spec))
     assert code == 0
     assert (
-        f"warm start: imports the finished trials of study small in sqlite:///{tmp_path / 'old' / 's.db'}, its best 2 re-evaluated first"
-        in out
+        f"warm start: imports the finished trials of study small in sqlite:///{tmp_path / 'old' / 's.db'}, its best 2 re-evaluated first;"
+        " they inform the sampler until 10 of this study's own trials finished" in out
     )
     assert not (tmp_path / "old").exists() and not (tmp_path / "runs").exists()
 
@@ -286,13 +286,25 @@ def test_pruned_own_trials_count_toward_until_as_tpe_counts_its_start_up():
 
 def test_until_defaults_to_the_samplers_start_up(write_spec):
     from hpsearch.spec import load_spec
-    from hpsearch.study import warm_until
 
     def until(sampler: str, warm: str) -> int:
         text = TARGET.replace("sampler: {{name: tpe, seed: 0}}", sampler).replace("{{study: small, top: 1}}", warm)
-        return warm_until(load_spec(write_spec(text, "u.yaml")))
+        return load_spec(write_spec(text, "u.yaml")).warm_until
 
     assert until("sampler: {{name: tpe}}", "{{study: small}}") == 10  # TPE's own start-up
     assert until("sampler: {{name: tpe, startup_trials: 4}}", "{{study: small}}") == 4
     assert until("sampler: {{name: tpe, startup_trials: 0}}", "{{study: small}}") == 1  # still informs the first trial
     assert until("sampler: {{name: tpe, startup_trials: 4}}", "{{study: small, until: 7}}") == 7
+
+
+def test_the_study_samples_through_the_warm_sampler_with_the_specs_until(source, write_spec):
+    import optuna
+
+    from hpsearch.spec import load_spec
+    from hpsearch.study import WarmSampler, open_study
+
+    spec = load_spec(write_spec(TARGET.replace("{{study: small, top: 1}}", "{{study: small, until: 4}}"), "until.yaml"))
+    with contextlib.redirect_stdout(io.StringIO()):
+        study = open_study(spec)
+    assert isinstance(study.sampler, WarmSampler) and study.sampler.until == 4
+    assert isinstance(study.sampler.inner, optuna.samplers.TPESampler)

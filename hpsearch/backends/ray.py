@@ -60,7 +60,6 @@ from hpsearch.study import (
     summary,
     trial_value_text,
     warm_sampler,
-    warm_until,
 )
 from hpsearch.text import finite
 from hpsearch.trial import COMPLETE, run_trial
@@ -420,7 +419,7 @@ def search_setup(spec: Spec, study: optuna.Study, recorder: Recorder, scheduler:
     config from a function that asks the same study (and so the same sampler).
     """
     if scheduler != "pbt":
-        sampler = warm_sampler(study, build_sampler(spec, len(study.trials)), warm_until(spec))
+        sampler = warm_sampler(study, build_sampler(spec, len(study.trials)), spec.warm_until)
         return make_searcher(spec, storage_of(study), sampler, recorder), None
     from ray import tune
     from ray.tune.search import BasicVariantGenerator
