@@ -355,14 +355,11 @@ def _warm_start_choices(rows: list[dict[str, Any]]) -> str:
 
 
 def _warm_start_variants(main: dict[str, Any]) -> str:
-    """The variants the defaults were chosen from (bench/results/warm_start_variants/*.json, seeds 0-3),
-    and whether the chosen one held up on the main run's fresh seeds."""
+    """Other runs on the same space (bench/results/warm_start_variants/*.json): the variants the
+    defaults were chosen from on seeds 0-3, first looks, later variants on other fresh seeds."""
     spec = main.get("spec", NARROW)  # results from before --spec were all on the narrow space
-    found = [
-        p
-        for p in sorted((RESULTS / "warm_start_variants").glob("*.json"))
-        if json.loads(p.read_text())["figures"].get("spec", NARROW) == spec
-    ]
+    found = [json.loads(p.read_text()) for p in sorted((RESULTS / "warm_start_variants").glob("*.json"))]
+    found = [v for v in found if v["figures"].get("spec", NARROW) == spec]
     if not found:
         return ""
     key = ("source_setting", "source_budget_epochs", "top")
@@ -370,34 +367,34 @@ def _warm_start_variants(main: dict[str, Any]) -> str:
     def ratio(x: float | None) -> str:
         return "never (most seeds)" if x is None else f"{x:.2f}"
 
+    def seeds(f: dict[str, Any]) -> str:
+        numbers = sorted(int(r["seed"]) for r in f["per_seed"])
+        return f"{numbers[0]}-{numbers[-1]}" if numbers == list(range(numbers[0], numbers[-1] + 1)) else ", ".join(map(str, numbers))
+
     lines = [
         "",
         "",
-        (
-            "**How the defaults were chosen.** Before the run above, these variants ran on seeds 0-3 (the run above uses other "
-            "seeds, so the choice is not scored on the seeds it was made on):"
-            if len(found) > 1
-            else "**A first look.** Before the run above, the same setup ran on seeds 0-3 (seconds measured before the "
-            "per-trial overhead fixes of bench/warm_start.py's commit, so they are dearer than above):"
-        ),
+        "**Other runs on this space.** Each on the seeds named; a variant chosen on seeds 0-3 was then run above on other seeds, "
+        "so no choice is scored on the seeds it was made on. Training is deterministic on one machine, so a rerun of a row "
+        "there gives its epochs again; seconds depend on the load of the day.",
         "",
-        "| source images | source epochs | top | median ratio, epochs | median ratio, seconds | command |",
-        "|---|---|---|---|---|---|",
+        "| seeds | source images | source epochs | top | median ratio, epochs | median ratio, seconds | note | command |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     held = ""
-    for path in found:
-        v = json.loads(path.read_text())
+    for v in found:
         f = v["figures"]
-        if all(f[k] == main[k] for k in key):
+        if all(f[k] == main[k] for k in key) and seeds(f) == "0-3":
             held = (
-                f"The chosen variant's {ratio(f['median_ratio_warm_to_cold'])} (epochs) and "
-                f"{ratio(f.get('median_ratio_warm_to_cold_by_seconds'))} (seconds) on seeds 0-3 became "
+                f"The setup of the run above gave {ratio(f['median_ratio_warm_to_cold'])} (epochs) and "
+                f"{ratio(f.get('median_ratio_warm_to_cold_by_seconds'))} (seconds) on seeds 0-3, and "
                 f"{ratio(main['median_ratio_warm_to_cold'])} and {ratio(main.get('median_ratio_warm_to_cold_by_seconds'))} on "
-                "the fresh seeds: at this noise level a choice among variants on 4 seeds mostly picks luck."
+                "the fresh seeds: at this noise level 4 seeds mostly show luck."
             )
         lines.append(
-            f"| {f['source_setting']['train_subset']} | {f['source_budget_epochs']} | {f['top']} | "
-            f"{ratio(f['median_ratio_warm_to_cold'])} | {ratio(f.get('median_ratio_warm_to_cold_by_seconds'))} | `{v['command']}` |"
+            f"| {seeds(f)} | {f['source_setting']['train_subset']} | {f['source_budget_epochs']} | {f['top']} | "
+            f"{ratio(f['median_ratio_warm_to_cold'])} | {ratio(f.get('median_ratio_warm_to_cold_by_seconds'))} | "
+            f"{v.get('variant_note', '')} | `{v['command']}` |"
         )
     return "\n".join(lines + (["", held] if held else []))
 

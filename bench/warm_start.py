@@ -509,8 +509,9 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
         f"{len(rows)} seed(s) of {args.seeds} planned, {args.jobs} at a time (one process each; source, cold and warm of "
         "a seed run one after another in its process, one thread each); 5,000 validation images, so a few tenths of a "
         "point are within noise. Each process pays its one-time costs (imports, torch._dynamo's, unzipping the IDX files) "
-        "in a throw-away two-trial search before anything is timed. Training is deterministic (CPU, one thread, seeded): "
-        "a cold start of seed s trains the same trials in every run.",
+        "in a throw-away two-trial search before anything is timed. Training is deterministic on one machine (CPU, "
+        "one thread, seeded): a cold start of seed s trains the same trials in every run there; another CPU model's kernels "
+        "round differently (a first trial's val_acc 1 image in 5,000 apart), and the searches part from there.",
     ]
     args.out.mkdir(parents=True, exist_ok=True)
     plot(rows, full.budget, int(src.fixed.get("train_subset") or SOURCE_TRAIN), args.out / figures["png"])
