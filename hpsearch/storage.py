@@ -112,22 +112,38 @@ def _has_tables(url: str, engine_kwargs: dict[str, Any]) -> bool:
         engine.dispose()
 
 
+# PostgreSQL's codes for losing the race to create a table: another process created it (or its
+# index or type) between SQLAlchemy's check and its CREATE, or inserted the same first row.
+RACE_SQLSTATES = {"42P07", "42710", "23505"}  # duplicate_table, duplicate_object, unique_violation
+
+
 def _create(url: str, engine_kwargs: dict[str, Any], sqlite: bool, read_only: bool) -> Storage:
     """Processes that open a new database at the same moment race to create its tables: retry.
-    (SQLite says so with "database is locked", PostgreSQL with a unique violation.)"""
+    (SQLite says so with "database is locked"; PostgreSQL with "relation ... already exists", a
+    ProgrammingError, or a unique violation: three workers started together on a fresh database
+    hit the first in a CI run.)"""
     import sqlalchemy.exc
 
     retries = 5
-    racing = (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) if sqlite else (sqlalchemy.exc.IntegrityError,)
     for attempt in range(retries + 1):
         try:
             # skip_table_creation on a read-only file: there is nothing it may create
             return Storage(url, engine_kwargs=engine_kwargs, skip_table_creation=read_only, skip_compatibility_check=read_only)
-        except racing:
-            if attempt == retries:
+        except sqlalchemy.exc.DBAPIError as exc:
+            if attempt == retries or not _lost_creation_race(exc, sqlite):
                 raise
             time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def _lost_creation_race(exc: Any, sqlite: bool) -> bool:
+    import sqlalchemy.exc
+
+    if isinstance(exc, sqlalchemy.exc.IntegrityError):
+        return True
+    if sqlite:
+        return isinstance(exc, sqlalchemy.exc.OperationalError)
+    return getattr(exc.orig, "sqlstate", None) in RACE_SQLSTATES
 
 
 class _Lost(Exception):

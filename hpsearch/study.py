@@ -297,10 +297,9 @@ class WarmSampler(optuna.samplers.BaseSampler):
 
     The imported trials stand in for the sampler's random start-up: once ``until`` trials of
     this study finished (completed or pruned, as TPE counts its start-up), the sampler sees
-    those alone. An earlier setting ranks configs with a
-    bias (2 epochs on a subset favour small batches, which take more steps per image); kept for
-    the whole study, its many trials would hold the sampler in the region it found and the
-    study would stop improving there."""
+    those alone. An earlier setting ranks configs with a bias (2 epochs on a subset favour
+    small batches, which take more steps per image); kept for the whole study, its many trials
+    would hold the sampler in the region it found."""
 
     def __init__(self, inner: optuna.samplers.BaseSampler, until: int = DEFAULT_WARM_UNTIL) -> None:
         self.inner = inner
@@ -327,7 +326,8 @@ class WarmSampler(optuna.samplers.BaseSampler):
 
 
 class _ShiftedView:
-    """The study as the sampler reads it: imported trials' values moved by ``import_shift``."""
+    """The study as the sampler reads it: imported trials' values moved by ``import_shift``, and
+    no imported trials once ``until`` of the study's own finished."""
 
     def __init__(self, study: optuna.Study, until: int = DEFAULT_WARM_UNTIL) -> None:
         self._study = study

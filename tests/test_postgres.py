@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -116,3 +117,35 @@ def test_reading_a_study_from_an_empty_database_is_one_line(postgres_url, tmp_pa
         assert result.returncode == 2, (command, result.stderr)
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, (command, result.stderr)
         assert "hpsearch_empty: no study has been run in this database yet" in result.stderr, (command, result.stderr)
+
+
+OPEN_WHEN_TOLD = """
+import sys, time
+from pathlib import Path
+from hpsearch.storage import open_storage
+go = Path(sys.argv[2])
+while not go.exists():
+    time.sleep(0.002)
+open_storage(sys.argv[1]).engine.dispose()
+"""
+
+
+def test_processes_opening_a_fresh_database_together_all_get_the_storage(postgres_url, tmp_path):
+    """Each round: a new database, 6 processes open it at the same moment (the race three workers
+    started together lost in a CI run: "relation studies already exists")."""
+    import psycopg
+
+    for round_ in range(3):
+        name = f"hpsearch_race_{round_}"
+        with psycopg.connect(postgres_url, autocommit=True) as db:
+            db.execute(f"DROP DATABASE IF EXISTS {name}")
+            db.execute(f"CREATE DATABASE {name}")
+        url, go = postgres_url.rsplit("/", 1)[0] + f"/{name}", tmp_path / f"go-{round_}"
+        procs = [
+            subprocess.Popen([sys.executable, "-c", OPEN_WHEN_TOLD, url, str(go)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+            for _ in range(6)
+        ]
+        time.sleep(3)  # all have imported hpsearch and wait for the file (a slow one only joins later)
+        go.touch()
+        results = [(p.wait(timeout=120), p.stderr.read() if p.stderr else "") for p in procs]
+        assert all(code == 0 for code, _ in results), [err.strip().splitlines()[-1:] for code, err in results if code]

@@ -87,3 +87,51 @@ def test_ending_a_running_trial_is_decided_once_when_two_processes_race(tmp_path
     for t in study.get_trials():
         assert t.state == TrialState.FAIL and t.user_attrs["reason"] == f"failed: ended by {0 if t.number in won[0] else 1}"
     assert not end_trial(study, study.get_trials()[0], TrialState.FAIL, "again")  # an ended trial stays as it ended
+
+
+class _Orig(Exception):
+    def __init__(self, sqlstate: str) -> None:
+        super().__init__(f"sqlstate {sqlstate}")
+        self.sqlstate = sqlstate
+
+
+def _failing_then(monkeypatch, errors: list[Exception]) -> list[int]:
+    """Storage() raises each of ``errors`` in turn, then succeeds; returns the attempt counter."""
+    import hpsearch.storage as storage_module
+
+    calls = [0]
+
+    def fake(*args, **kwargs):
+        calls[0] += 1
+        if errors:
+            raise errors.pop(0)
+        return "storage"
+
+    monkeypatch.setattr(storage_module, "Storage", fake)
+    monkeypatch.setattr(storage_module.time, "sleep", lambda s: None)
+    return calls
+
+
+@pytest.mark.parametrize("sqlstate", ["42P07", "42710"])  # relation / object "already exists"
+def test_losing_the_race_to_create_postgres_tables_is_retried(monkeypatch, sqlstate):
+    """Workers started together on a fresh PostgreSQL database race to create Optuna's tables; the
+    loser's CREATE TABLE fails with duplicate_table (a ProgrammingError, not an IntegrityError)."""
+    import sqlalchemy.exc
+
+    from hpsearch.storage import _create
+
+    calls = _failing_then(monkeypatch, [sqlalchemy.exc.ProgrammingError("CREATE TABLE studies", {}, _Orig(sqlstate))])
+    assert _create("postgresql://h/db", {}, sqlite=False, read_only=False) == "storage"
+    assert calls[0] == 2
+
+
+def test_other_postgres_errors_are_not_retried(monkeypatch):
+    import sqlalchemy.exc
+
+    from hpsearch.storage import _create
+
+    denied = sqlalchemy.exc.ProgrammingError("CREATE TABLE studies", {}, _Orig("42501"))  # insufficient_privilege
+    calls = _failing_then(monkeypatch, [denied])
+    with pytest.raises(sqlalchemy.exc.ProgrammingError):
+        _create("postgresql://h/db", {}, sqlite=False, read_only=False)
+    assert calls[0] == 1
