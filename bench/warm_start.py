@@ -69,6 +69,10 @@ class Search:
     test_acc: float | None = None
     until: int | None = None  # warm_start.until in force: own trials after which the imported ones stop informing TPE
 
+    def last_s(self, default: float) -> float:
+        """Seconds from the search's first trial start to its last counted trial's completion."""
+        return max((x for x in self.at_s if math.isfinite(x)), default=default)
+
 
 def source_setup(smoke: bool, budget: int, train: int = SOURCE_TRAIN, val: int = SOURCE_VAL) -> Setup:
     if smoke:
@@ -162,7 +166,7 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path, top: int, spec_pat
             s.test_acc, _ = retrain(full, s.best_config, cache)
     source_cost = source.spent * (src.fixed.get("train_subset") or SOURCE_TRAIN) / (full.fixed.get("train_subset") or FULL_TRAIN)
     # seconds, as measured: an epoch of a batch-32 config costs several of a batch-256 one, which epochs hide
-    source_s = max((x for x in source.at_s if math.isfinite(x)), default=math.nan)
+    source_s = source.last_s(math.nan)
     target = final_best(cold)
     cold_curve, warm_curve, cold_curve_s, warm_curve_s = curve_of(cold), curve_of(warm), seconds_curve(cold), seconds_curve(warm)
     cold_reach_s = epochs_to(cold_curve_s, target)  # the first point at or above the target, here in seconds
@@ -205,9 +209,7 @@ def one_seed(seed: int, full: Setup, src: Setup, cache: Path, top: int, spec_pat
         and any(same_params(warm.best_config, t.config) for t in warm.trials[:top]),
         "ran_epochs": {"source": source.ran, "cold": cold.ran, "warm": warm.ran},
         "spent_epochs": {"cold": cold.spent, "warm": warm.spent},  # own epochs within the budget
-        "spent_s": {  # own seconds until the last trial within the budget completed
-            k: max((x for x in v.at_s if math.isfinite(x)), default=0.0) for k, v in (("cold", cold), ("warm", warm))
-        },
+        "spent_s": {"cold": cold.last_s(0.0), "warm": warm.last_s(0.0)},  # own seconds until the last trial within the budget completed
         "warm_sampler_until": warm.until,
         "choices": {k: choices(x) for k, x in (("source", source), ("cold", cold), ("warm", warm))},
     }
