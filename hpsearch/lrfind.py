@@ -220,6 +220,7 @@ def _setup(cfg: dict[str, Any]) -> torch.device:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else torch.device(name)
     if cfg["threads"]:
         torch.set_num_threads(int(cfg["threads"]))
+    torch.set_flush_denormal(bool(cfg.get("flush_denormal", True)))
     random.seed(cfg["seed"])
     np.random.seed(cfg["seed"])
     torch.manual_seed(cfg["seed"])

@@ -63,6 +63,9 @@ Standalone: `python -m objectives.image_classification dataset=digits model=resn
 | seed                | 0         | seeds torch, numpy, random: init, data order, augmentation            |
 | device              | auto      | auto (cuda if available), cpu, cuda, cuda:N                           |
 | threads             | none      | torch.set_num_threads (per process)                                   |
+| flush_denormal      | true      | CPU: treat subnormal floats as zero (torch.set_flush_denormal). Adam's |
+|                     |           | second moments of dead ReLU units decay into subnormals, whose math   |
+|                     |           | is slow on x86: runs took up to 1.8x as long (bench/denormals.py)     |
 | processes           | 1         | data-parallel ranks (DDP; gloo on CPU, one GPU each with NCCL); each   |
 |                     |           | trains on batch_size samples of a global batch of batch_size*processes |
 | evaluate_test       | false     | report test_acc/test_loss on the dataset's test split at the end      |
@@ -241,6 +244,9 @@ def _setup(cfg: dict) -> torch.device:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else torch.device(name)
     if cfg["threads"]:
         torch.set_num_threads(int(cfg["threads"]))
+    torch.set_flush_denormal(
+        bool(cfg["flush_denormal"])
+    )  # the calling thread (with threads: 1 it does all the math); a no-op where the CPU lacks it
     if device.type == "cuda":
         if device.index is not None:
             torch.cuda.set_device(device)

@@ -30,6 +30,8 @@ FIGURES = {
     "busy_machine": {"quiet_s", "busy_s", "slowdown", "busy_processes"},
     "parallel_slots": {"trials_per_hour_1_slot", "trials_per_hour_2_slots", "speedup"},
     "growth": {"growth_ratio"},
+    "denormals": {"random", "corner", "configs_same_val_acc"},
+    "fidelity": {"settings", "true_best", "per_config"},
     "gpu": {"combinations", "fastest"},
     "gpu_packing": {"auto_over_1", "medians", "runs"},
 }
@@ -44,6 +46,7 @@ def bench():
     yield lambda name: importlib.import_module(name)
     sys.path.remove(str(ROOT / "bench"))
     torch.set_num_threads(threads)
+    torch.set_flush_denormal(False)  # the objective's flush_denormal sets it on this thread: back to the default
 
 
 @pytest.mark.parametrize("name", list(FIGURES))
