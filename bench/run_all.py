@@ -25,9 +25,11 @@ ORDER = (
     "search_quality",
     "warm_start",
     "warm_start_wide",
+    "fidelity",
     "objective_vs_textbook",
     "orchestration",
     "busy_machine",
+    "denormals",
     "parallel_slots",
     "growth",
     "gpu",
@@ -298,7 +300,7 @@ def _warm_start(r: dict[str, Any]) -> str:
         f"({text(min(finals))}-{text(max(finals))}), so the final best of a search is mostly the luckiest draw among its "
         "near-equal configs, and reaching another search's final best is a race between two such draws."
         + _warm_start_ert(f)
-        + _warm_start_choices(rows)
+        + _warm_start_choices(rows, f)
         + _warm_start_variants(f)
     )
 
@@ -325,7 +327,7 @@ def _warm_start_ert(f: dict[str, Any]) -> str:
     )
 
 
-def _warm_start_choices(rows: list[dict[str, Any]]) -> str:
+def _warm_start_choices(rows: list[dict[str, Any]], f: dict[str, Any]) -> str:
     """Where each search spent its trials (rows' "choices"): does the warm start inherit the cheap setting's bias?"""
     if not all("choices" in x for x in rows):
         return ""
@@ -348,8 +350,9 @@ def _warm_start_choices(rows: list[dict[str, Any]]) -> str:
         "| median label_smoothing | " + " | ".join(mid(k, "label_smoothing") for k in kinds) + " |",
     ]
     return (
-        "\n\n**Where the trials went.** The source's 2-epoch trials on an eighth of the data rank first what pays off in "
-        "few steps; whether the warm start carried that into the full setting shows in how each search spent its trials:"
+        f"\n\n**Where the trials went.** The source's 2-epoch trials on {f['source_setting']['train_subset']:,} images rank first "
+        "what pays off in few steps; whether the warm start carried that into the full setting shows in how each search spent "
+        "its trials:"
         "\n\n" + "\n".join(lines)
     )
 
@@ -378,8 +381,8 @@ def _warm_start_variants(main: dict[str, Any]) -> str:
         "so no choice is scored on the seeds it was made on. Training is deterministic on one machine, so a rerun of a row "
         "there gives its epochs again; seconds depend on the load of the day.",
         "",
-        "| seeds | source images | source epochs | top | median ratio, epochs | median ratio, seconds | note | command |",
-        "|---|---|---|---|---|---|---|---|",
+        "| seeds | source images | source epochs | top | median ratio, epochs | median ratio, seconds | ERT to the cold starts' median final best, epochs / seconds | note | command |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     held = ""
     for v in found:
@@ -393,10 +396,17 @@ def _warm_start_variants(main: dict[str, Any]) -> str:
             )
         lines.append(
             f"| {seeds(f)} | {f['source_setting']['train_subset']} | {f['source_budget_epochs']} | {f['top']} | "
-            f"{ratio(f['median_ratio_warm_to_cold'])} | {ratio(f.get('median_ratio_warm_to_cold_by_seconds'))} | "
+            f"{ratio(f['median_ratio_warm_to_cold'])} | {ratio(f.get('median_ratio_warm_to_cold_by_seconds'))} | {_ert_cell(f)} | "
             f"{v.get('variant_note', '')} | `{v['command']}` |"
         )
     return "\n".join(lines + (["", held] if held else []))
+
+
+def _ert_cell(f: dict[str, Any]) -> str:
+    e = (f.get("ert") or {}).get("typical_cold_final_best")
+    if not e:
+        return "-"
+    return " / ".join("-" if e[k] is None else f"{e[k]:.2f}" for k in ("ratio_epochs", "ratio_s")) + f" ({100 * e['target']:.2f} %)"
 
 
 NARROW = "spaces/bench_fashion.yaml"
