@@ -103,6 +103,24 @@ def _from_root(arg: str) -> str:
         return arg
 
 
+def random_configs(spec_path: Path, n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` configs of the spec's space drawn by Optuna's RandomSampler(seed), with its fixed values."""
+    import optuna
+
+    from hpsearch.spec import load_spec
+
+    spec = load_spec(spec_path, [])
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    out = []
+    for _ in range(n):
+        trial = study.ask()
+        spec.tree.suggest(trial)
+        study.tell(trial, 0.0)
+        out.append({**spec.fixed, **spec.tree.config_from_params(trial.params)})
+    return out
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

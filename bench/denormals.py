@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, Timer, median, parser, ratio, write_result
+from common import ROOT, Timer, median, parser, random_configs, ratio, write_result
 
 SPEC = ROOT / "spaces" / "bench_fashion.yaml"
 GOAL = 0.8  # flush on, corner configs: total seconds at most this share of flush off; random ones not slower, the same accuracy
@@ -48,21 +48,8 @@ class Last:
 
 
 def configs(spec_path: Path, n: int, seed: int, smoke: bool) -> list[dict[str, Any]]:
-    import optuna
-
-    from hpsearch.spec import load_spec
-
-    spec = load_spec(spec_path, [])
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     tiny = {"train_subset": 256, "val_subset": 200, "epochs": 1} if smoke else {}
-    out = []
-    for i in range(n):
-        trial = study.ask()
-        spec.tree.suggest(trial)
-        study.tell(trial, 0.0)
-        out.append({**spec.fixed, **spec.tree.config_from_params(trial.params), **tiny, "seed": i})
-    return out
+    return [{**config, **tiny, "seed": i} for i, config in enumerate(random_configs(spec_path, n, seed))]
 
 
 def corner(base: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:

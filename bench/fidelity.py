@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from common import ROOT, Timer, parser, write_result
+from common import ROOT, Timer, parser, random_configs, write_result
 
 SPEC = ROOT / "spaces" / "bench_fashion.yaml"
 FULL = {"train_subset": 12000, "val_subset": 5000, "epochs": 6}
@@ -43,23 +43,6 @@ class Last:
 
     def report(self, epoch: int, metrics: dict[str, float]) -> None:
         self.val_acc = metrics["val_acc"]
-
-
-def draw(n: int, seed: int) -> list[dict[str, Any]]:
-    import optuna
-
-    from hpsearch.spec import load_spec
-
-    spec = load_spec(SPEC, [])
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
-    out = []
-    for _ in range(n):
-        trial = study.ask()
-        spec.tree.suggest(trial)
-        study.tell(trial, 0.0)
-        out.append({**spec.fixed, **spec.tree.config_from_params(trial.params), "seed": TRAIN_SEED})
-    return out
 
 
 def measure(job: tuple[int, dict[str, Any], dict[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -95,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         full = {"train_subset": 600, "val_subset": 200, "epochs": 2}  # the space's batches go up to 256
         cheap = {k: {**v, "train_subset": 300, "val_subset": 100} for k, v in list(CHEAP.items())[:2]}
     settings = {"full": full, **cheap}
-    jobs = [(i, c, settings) for i, c in enumerate(draw(args.configs, args.seed))]
+    jobs = [(i, {**c, "seed": TRAIN_SEED}, settings) for i, c in enumerate(random_configs(SPEC, args.configs, args.seed))]
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             rows = list(pool.map(measure, jobs))
