@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from common import ROOT, Timer, median, parser, random_configs, ratio, write_result
+from search_quality import EpochCount
 
 SPEC = ROOT / "spaces" / "bench_fashion.yaml"
 GOAL = 0.8  # flush on, corner configs: total seconds at most this share of flush off; random ones not slower, the same accuracy
@@ -35,16 +36,6 @@ NOT_SLOWER = 1.05  # random configs: flush on at most this share of off (noise: 
 CORNER = {"optimizer": "adamw", "batch_size": 32}  # and lr, beta2 drawn log-uniform / uniform from CORNER_RANGES
 CORNER_RANGES = {"lr": (3e-3, 1e-2), "beta2": (0.9, 0.93)}
 SAME = 2 / 5000  # val_acc counted the same within 2 images of 5,000 (flushing changes the arithmetic of tiny values)
-
-
-class Last:
-    """The objective's reporter: keeps the last epoch's metrics."""
-
-    def __init__(self) -> None:
-        self.metrics: dict[str, float] = {}
-
-    def report(self, epoch: int, metrics: dict[str, float]) -> None:
-        self.metrics = metrics
 
 
 def configs(spec_path: Path, n: int, seed: int, smoke: bool) -> list[dict[str, Any]]:
@@ -108,10 +99,10 @@ def group_figures(per: list[dict[str, Any]]) -> dict[str, Any]:
 def run(config: dict[str, Any], flush: bool) -> dict[str, float]:
     from objectives.image_classification import train
 
-    reporter = Last()
+    reporter = EpochCount()
     with Timer() as t:
         train({**config, "flush_denormal": flush}, reporter)
-    return {"s": t.s, "val_acc": reporter.metrics.get("val_acc", float("nan"))}
+    return {"s": t.s, "val_acc": reporter.val_acc[-1] if reporter.val_acc else float("nan")}
 
 
 def main(argv: list[str] | None = None) -> None:

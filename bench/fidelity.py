@@ -24,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from common import ROOT, Timer, parser, random_configs, write_result
+from search_quality import EpochCount
 
 SPEC = ROOT / "spaces" / "bench_fashion.yaml"
 FULL = {"train_subset": 12000, "val_subset": 5000, "epochs": 6}
@@ -37,24 +38,16 @@ CHEAP = {  # name -> setting; 1500x2 is bench/warm_start.py's first default sour
 TRAIN_SEED = 7
 
 
-class Last:
-    def __init__(self) -> None:
-        self.val_acc = float("nan")
-
-    def report(self, epoch: int, metrics: dict[str, float]) -> None:
-        self.val_acc = metrics["val_acc"]
-
-
 def measure(job: tuple[int, dict[str, Any], dict[str, dict[str, Any]]]) -> dict[str, Any]:
     from objectives.image_classification import train
 
     i, config, settings = job
     row: dict[str, Any] = {"i": i, "config": config}
     for name, setting in settings.items():
-        reporter = Last()
+        reporter = EpochCount()
         with Timer() as t:
             train({**config, **setting}, reporter)
-        row[name] = {"val_acc": reporter.val_acc, "s": t.s}
+        row[name] = {"val_acc": reporter.val_acc[-1] if reporter.val_acc else float("nan"), "s": t.s}
     print(f"  config {i}: " + ", ".join(f"{k} {row[k]['val_acc']:.4f}" for k in settings), flush=True)
     return row
 

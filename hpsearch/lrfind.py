@@ -41,8 +41,6 @@ from hpsearch.space import Choice, Const, Float, Int, Param
 from hpsearch.text import fmt
 
 if TYPE_CHECKING:
-    import torch
-
     from hpsearch.spec import Spec
 
 MIN_STEPS = 100  # a tiny dataset's epoch (digits: ~20 steps) is too few points for a curve: repeated up to this, or a trial's steps
@@ -167,11 +165,11 @@ def range_test(target: Target, steps: int | None = None) -> Curve:
     import torch
 
     from hpsearch.train import DEFAULTS, build_data, build_model, build_optimizer
-    from hpsearch.train.loop import amp_dtype, grad_scaler
+    from hpsearch.train.loop import amp_dtype, grad_scaler, prepare_process
     from hpsearch.train.models import is_convnet
 
     cfg = {**DEFAULTS, **target.config}
-    device = _setup(cfg)
+    device = prepare_process(cfg)  # device, threads, float mode and seeds as the built-in objective sets them
     data = build_data(cfg, device)
     model = build_model(cfg["model"], data.num_classes, data.image_shape, cfg).to(device)
     if cfg["channels_last"] is True or (cfg["channels_last"] == "auto" and is_convnet(model)):
@@ -207,24 +205,6 @@ def range_test(target: Target, steps: int | None = None) -> Curve:
     if not curve.lrs:
         raise UserError(f"{target.option}: the loss was not finite at the first step (lr {fmt(start)}); check the spec's fixed: values")
     return curve
-
-
-def _setup(cfg: dict[str, Any]) -> torch.device:
-    """Device, threads and seed as the built-in objective sets them."""
-    import random
-
-    import numpy as np
-    import torch
-
-    name = cfg["device"]
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else torch.device(name)
-    if cfg["threads"]:
-        torch.set_num_threads(int(cfg["threads"]))
-    torch.set_flush_denormal(bool(cfg.get("flush_denormal", True)))
-    random.seed(cfg["seed"])
-    np.random.seed(cfg["seed"])
-    torch.manual_seed(cfg["seed"])
-    return device
 
 
 def _batches(loader: Any, accum: int) -> Iterator[list[tuple[Any, Any]]]:

@@ -96,7 +96,7 @@ import torch
 from hpsearch.train.data import Data, build_data, prepare_dataset
 from hpsearch.train.distributed import local_device, rank_world, shard, wrap
 from hpsearch.train.early_stopping import EarlyStopping
-from hpsearch.train.loop import amp_dtype, evaluate, grad_scaler, train_epoch
+from hpsearch.train.loop import amp_dtype, evaluate, grad_scaler, prepare_process, train_epoch
 from hpsearch.train.models import build_model, is_convnet
 from hpsearch.train.optim import build_optimizer
 from hpsearch.train.schedules import build_scheduler
@@ -240,22 +240,13 @@ train.build = build  # hpsearch profile times steps of the run this objective wo
 
 
 def _setup(cfg: dict) -> torch.device:
-    name = cfg["device"]
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else torch.device(name)
-    if cfg["threads"]:
-        torch.set_num_threads(int(cfg["threads"]))
-    torch.set_flush_denormal(
-        bool(cfg["flush_denormal"])
-    )  # the calling thread (with threads: 1 it does all the math); a no-op where the CPU lacks it
+    device = prepare_process(cfg)
     if device.type == "cuda":
         if device.index is not None:
             torch.cuda.set_device(device)
         torch.backends.cudnn.benchmark = True  # fixed input shapes: pick the fastest conv kernels once
         torch.set_float32_matmul_precision("high")  # TF32 matmuls
         torch.cuda.reset_peak_memory_stats(device)
-    random.seed(cfg["seed"])
-    np.random.seed(cfg["seed"])
-    torch.manual_seed(cfg["seed"])  # also seeds every CUDA device
     return device
 
 

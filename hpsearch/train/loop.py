@@ -7,9 +7,12 @@ Losses are summed on the device and read once per epoch (plus one finiteness che
 from __future__ import annotations
 
 import contextlib
+import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -17,6 +20,22 @@ from torch import nn
 from hpsearch.train.distributed import all_finite, is_sharded, no_sync, sum_across
 
 AMP_MODES = ("auto", "bf16", "fp16", "off")
+
+
+def prepare_process(cfg: dict[str, Any]) -> torch.device:
+    """The device a run asks for, and this process's threads, float mode and seeds, from a config
+    with every default filled in (the objective and lr-find both start here)."""
+    name = cfg["device"]
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else torch.device(name)
+    if cfg["threads"]:
+        torch.set_num_threads(int(cfg["threads"]))
+    # Subnormals as zero, on the calling thread (with threads: 1 it does all the math); a no-op
+    # where the CPU has no such mode
+    torch.set_flush_denormal(bool(cfg["flush_denormal"]))
+    random.seed(cfg["seed"])
+    np.random.seed(cfg["seed"])
+    torch.manual_seed(cfg["seed"])  # also seeds every CUDA device
+    return device
 
 
 def amp_dtype(amp: str, device: torch.device) -> torch.dtype | None:
