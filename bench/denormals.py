@@ -58,11 +58,12 @@ def corner(base: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def pairs(drawn: list[dict[str, Any]], group: str) -> tuple[list[dict[str, Any]], list[list[Any]]]:
+def pairs(drawn: list[dict[str, Any]], group: str, key: str = "flush_denormal") -> tuple[list[dict[str, Any]], list[list[Any]]]:
+    """Each config trained with the boolean objective key ``key`` off and on, the order alternating per config."""
     per, rows = [], []
     for i, config in enumerate(drawn):
         order = (False, True) if i % 2 == 0 else (True, False)
-        got = {flush: run(config, flush) for flush in order}
+        got = {value: run(config, key, value) for value in order}
         off, on = got[False], got[True]
         per.append({"group": group, "config": config, "off": off, "on": on})
         opt = config["optimizer"]
@@ -96,12 +97,12 @@ def group_figures(per: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run(config: dict[str, Any], flush: bool) -> dict[str, float]:
+def run(config: dict[str, Any], key: str, value: bool) -> dict[str, float]:
     from objectives.image_classification import train
 
     reporter = EpochCount()
     with Timer() as t:
-        train({**config, "flush_denormal": flush}, reporter)
+        train({**config, key: value}, reporter)
     return {"s": t.s, "val_acc": reporter.val_acc[-1] if reporter.val_acc else float("nan")}
 
 
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
         args.configs = args.corner = 2
     drawn = configs(SPEC, args.configs, args.seed, args.smoke)
     cornered = corner(configs(SPEC, args.corner, args.seed + 1, args.smoke), args.seed)
-    run(drawn[0], True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
+    run(drawn[0], "flush_denormal", True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
     per_random, rows = pairs(drawn, "random")
     per_corner, more = pairs(cornered, "corner")
     rows += more

@@ -30,6 +30,7 @@ ORDER = (
     "orchestration",
     "busy_machine",
     "denormals",
+    "fused_optimizer",
     "parallel_slots",
     "growth",
     "gpu",

@@ -63,6 +63,9 @@ Standalone: `python -m objectives.image_classification dataset=digits model=resn
 | seed                | 0         | seeds torch, numpy, random: init, data order, augmentation            |
 | device              | auto      | auto (cuda if available), cpu, cuda, cuda:N                           |
 | threads             | none      | torch.set_num_threads (per process)                                   |
+| fused_optimizer     | true      | sgd/adam/adamw: PyTorch's fused kernel, on CUDA and CPU. On CPU the   |
+|                     |           | default is a loop of small ops per parameter, a large part of a small |
+|                     |           | batch's step (bench/fused_optimizer.py); false = PyTorch's default    |
 | flush_denormal      | true      | CPU: treat subnormal floats as zero (torch.set_flush_denormal). Adam's |
 |                     |           | second moments of dead ReLU units decay into subnormals, whose math   |
 |                     |           | is slow on x86: runs took up to 1.8x as long (bench/denormals.py)     |

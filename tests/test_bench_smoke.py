@@ -31,6 +31,7 @@ FIGURES = {
     "parallel_slots": {"trials_per_hour_1_slot", "trials_per_hour_2_slots", "speedup"},
     "growth": {"growth_ratio"},
     "denormals": {"random", "corner", "configs_same_val_acc"},
+    "fused_optimizer": {"random", "small", "mean_val_acc_change", "median_ratio_by_batch_size"},
     "fidelity": {"settings", "true_best", "per_config"},
     "gpu": {"combinations", "fastest"},
     "gpu_packing": {"auto_over_1", "medians", "runs"},

@@ -63,6 +63,7 @@ DEFAULTS: dict[str, Any] = {
     "seed": 0,
     "device": "auto",
     "threads": None,
+    "fused_optimizer": True,  # sgd/adam/adamw: the fused kernel on CUDA and CPU; see the objective's table
     "flush_denormal": True,  # CPU: subnormal floats as zero (torch.set_flush_denormal); see the objective's table
     "processes": 1,  # data-parallel ranks under torch.distributed (hpsearch/distributed.py starts them)
     "evaluate_test": False,

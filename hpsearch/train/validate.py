@@ -60,7 +60,17 @@ _RANGES: dict[str, tuple[bool, float | None, float | None, bool, bool]] = {
     "label_smoothing": (False, 0, 1, True, False),
     "dropout": (False, 0, 1, True, False),
 }
-_BOOLS = ("download", "aug_hflip", "wd_norm_bias", "nesterov", "compile", "evaluate_test", "save_model", "flush_denormal")
+_BOOLS = (
+    "download",
+    "aug_hflip",
+    "wd_norm_bias",
+    "nesterov",
+    "compile",
+    "evaluate_test",
+    "save_model",
+    "flush_denormal",
+    "fused_optimizer",
+)
 
 
 def validate(config: dict[str, Any]) -> list[str]:

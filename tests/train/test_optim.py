@@ -52,3 +52,28 @@ def test_optimizer_hyperparameters_reach_torch() -> None:
     assert (sgd["lr"], sgd["momentum"], sgd["nesterov"]) == (0.3, 0.9, True)
     assert (adamw["betas"], adamw["eps"]) == ((0.9, 0.95), 1e-6)
     assert (rms["alpha"], rms["momentum"], rms["eps"]) == (0.9, 0.0, 1e-8)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+@pytest.mark.parametrize("fused", [True, False])
+def test_fused_optimizer_picks_the_fused_kernel_on_cpu_where_torch_has_one(name: str, fused: bool) -> None:
+    model = build_model("mlp", 3, (1, 2, 2), {})
+    group = build_optimizer(model, {"optimizer": name, "fused_optimizer": fused}, CPU).param_groups[0]
+    assert bool(group.get("fused")) is (fused and name in ("sgd", "adam", "adamw"))
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam", "adamw"])
+def test_fused_and_looped_kernels_take_the_same_steps(name: str) -> None:
+    # The same update rule with the arithmetic in another order: equal to rounding after a few steps.
+    x, y = torch.randn(16, 1, 4, 4), torch.randint(0, 3, (16,))
+    weights = {}
+    for fused in (True, False):
+        torch.manual_seed(0)
+        model = build_model("mlp", 3, (1, 4, 4), {"mlp_hidden": [8]})
+        optimizer = build_optimizer(model, {"optimizer": name, "lr": 0.01, "weight_decay": 0.01, "fused_optimizer": fused}, CPU)
+        for _ in range(5):
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        weights[fused] = [p.detach().clone() for p in model.parameters()]
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(weights[True], weights[False], strict=True))

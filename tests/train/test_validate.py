@@ -42,6 +42,7 @@ def test_bad_numbers_are_all_reported_at_once() -> None:
             "synthetic_shape": [3, 32],
             "download": "yes",
             "flush_denormal": "no",
+            "fused_optimizer": "fast",
         }
     )
     expected = [
@@ -54,6 +55,7 @@ def test_bad_numbers_are_all_reported_at_once() -> None:
         "synthetic_shape must be [channels, height, width]",
         "download must be true or false, got 'yes'",
         "flush_denormal must be true or false, got 'no'",
+        "fused_optimizer must be true or false, got 'fast'",
     ]
     assert all(any(e in p for p in problems) for e in expected), problems
     assert validate({"batch_size": 32.5})[0] == "batch_size must be an integer, got 32.5"
