@@ -111,12 +111,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--configs", type=int, default=16, help="random configs (default 16)")
     p.add_argument("--corner", type=int, default=6, help="configs in the subnormal-prone corner (default 6)")
     p.add_argument("--seed", type=int, default=0, help="the random sampler's seed (which configs)")
+    p.add_argument(
+        "--unfused", action="store_true", help="train with fused_optimizer false (PyTorch's per-parameter loop), as before that key"
+    )
     args = p.parse_args(argv)
     started = time.perf_counter()
     if args.smoke:
         args.configs = args.corner = 2
     drawn = configs(SPEC, args.configs, args.seed, args.smoke)
     cornered = corner(configs(SPEC, args.corner, args.seed + 1, args.smoke), args.seed)
+    if args.unfused:
+        drawn, cornered = ([{**c, "fused_optimizer": False} for c in group] for group in (drawn, cornered))
     run(drawn[0], "flush_denormal", True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
     per_random, rows = pairs(drawn, "random")
     per_corner, more = pairs(cornered, "corner")
@@ -128,15 +133,18 @@ def main(argv: list[str] | None = None) -> None:
     figures = {
         "seed": args.seed,
         "spec": str(SPEC.relative_to(ROOT)),
+        "fused_optimizer": not args.unfused,
         "random": rand,
         "corner": {**corn, "fixed": CORNER, "ranges": CORNER_RANGES},
         "configs_same_val_acc": same,
         "max_val_acc_gap": max(gaps),
         "per_config": per,
     }
+    kernels = "PyTorch's per-parameter optimizer loop" if args.unfused else "fused optimizer kernels"
     notes = [
         f"random: {args.configs} configs drawn by Optuna's RandomSampler(seed={args.seed}) from {figures['spec']}, its fixed "
-        "settings (12,000 training and 5,000 validation images, 6 epochs, 1 thread), training seed = the config's index. "
+        "settings (12,000 training and 5,000 validation images, 6 epochs, 1 thread, "
+        f"{kernels}), training seed = the config's index. "
         f"corner: {args.corner} other draws (RandomSampler(seed={args.seed + 1})) moved to AdamW, batch 32, lr log-uniform in "
         "3e-3-1e-2, beta2 uniform in 0.9-0.93 (their schedule, warmup, weight decay, label smoothing kept). Each config trained "
         "twice in one process, flush_denormal off and on, the order alternating per config, after one throw-away run. "

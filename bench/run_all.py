@@ -506,7 +506,25 @@ def section(name: str, r: dict[str, Any] | None) -> list[str]:
             lines += ["", ANALYSIS[name](r).strip()]
         except (KeyError, ValueError, ZeroDivisionError, TypeError) as exc:  # a result from an older script version
             lines += ["", f"(analysis skipped: {type(exc).__name__}: {exc})"]
+    if not name.startswith("warm_start"):  # the warm start's variants have a table of their own
+        lines += other_runs(name)
     return lines + [""]
+
+
+def other_runs(name: str) -> list[str]:
+    """Earlier or side runs of a benchmark (bench/results/<name>_variants/*.json): another machine,
+    another code version. The same script's figures, so they read as a spread, not a contradiction."""
+    found = [json.loads(p.read_text()) for p in sorted((RESULTS / f"{name}_variants").glob("*.json"))]
+    if not found:
+        return []
+    lines = ["", "**Other runs of this benchmark.**", "", "| machine, date | status | measured | note | command |", "|---|---|---|---|---|"]
+    for v in found:
+        m = v["machine"]
+        lines.append(
+            f"| {m['nproc']} cores ({m['cpu']}), {v['date'][:10]} | {status(v)} | {v['headline']} | {v.get('variant_note', '')} | "
+            f"`{v['command']}` |"
+        )
+    return lines
 
 
 def render(results: Path) -> str:

@@ -68,7 +68,8 @@ Standalone: `python -m objectives.image_classification dataset=digits model=resn
 |                     |           | batch's step (bench/fused_optimizer.py); false = PyTorch's default    |
 | flush_denormal      | true      | CPU: treat subnormal floats as zero (torch.set_flush_denormal). Adam's |
 |                     |           | second moments of dead ReLU units decay into subnormals, whose math   |
-|                     |           | is slow on x86: runs took up to 1.8x as long (bench/denormals.py)     |
+|                     |           | is slow on x86: up to 1.8x as long with fused_optimizer false (bench/ |
+|                     |           | denormals.py); the fused kernels mostly avoid it                      |
 | processes           | 1         | data-parallel ranks (DDP; gloo on CPU, one GPU each with NCCL); each   |
 |                     |           | trains on batch_size samples of a global batch of batch_size*processes |
 | evaluate_test       | false     | report test_acc/test_loss on the dataset's test split at the end      |
