@@ -35,6 +35,7 @@ GOAL = 0.8  # flush on, corner configs: total seconds at most this share of flus
 NOT_SLOWER = 1.05  # random configs: flush on at most this share of off (noise: single runs vary by +-30 % here)
 CORNER = {"optimizer": "adamw", "batch_size": 32}  # and lr, beta2 drawn log-uniform / uniform from CORNER_RANGES
 CORNER_RANGES = {"lr": (3e-3, 1e-2), "beta2": (0.9, 0.93)}
+COLUMNS = ["config", "what", "off s", "on s", "on / off", "val % off / on"]  # the table of pairs(), for either key
 SAME = 2 / 5000  # val_acc counted the same within 2 images of 5,000 (flushing changes the arithmetic of tiny values)
 
 
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.smoke
         else None,
         figures=figures,
-        table={"columns": ["config", "what", "off s", "on s", "on / off", "val % off / on"], "rows": rows},
+        table={"columns": COLUMNS, "rows": rows},
         notes=notes,
         started=started,
     )

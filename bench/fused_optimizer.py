@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from common import ROOT, median, parser, write_result
-from denormals import configs, group_figures, pairs, run
+from denormals import COLUMNS, configs, group_figures, pairs, run
 
 SPEC = ROOT / "spaces" / "bench_fashion.yaml"
 KEY = "fused_optimizer"
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.smoke
         else None,
         figures=figures,
-        table={"columns": ["config", "what", "off s", "on s", "on / off", "val % off / on"], "rows": rows},
+        table={"columns": COLUMNS, "rows": rows},
         notes=notes,
         started=started,
     )
