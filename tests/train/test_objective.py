@@ -97,6 +97,19 @@ def test_flush_denormal_sets_the_training_threads_float_mode(reporter_cls, flush
         torch.set_flush_denormal(False)  # the test process's own default
 
 
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_fused_kernels_train_alike_under_fp16_loss_scaling(reporter_cls, optimizer: str) -> None:
+    # fp16 on CPU steps through a GradScaler, which hands a fused optimizer its scale and inf flag
+    runs = []
+    for fused in (True, False):
+        reporter = reporter_cls()
+        config = {**SMALL, "epochs": 2, "amp": "fp16", "optimizer": optimizer, "lr": 0.003 if optimizer == "adamw" else 0.05}
+        recipe.train({**config, "fused_optimizer": fused}, reporter)
+        runs.append([m["train_loss"] for _, m in reporter.reports])
+    assert runs[0] == pytest.approx(runs[1], rel=1e-3)
+    assert runs[0][-1] < runs[0][0]
+
+
 def test_resnet20_trains_on_synthetic_images(reporter_cls) -> None:
     config = {
         "dataset": "synthetic",
