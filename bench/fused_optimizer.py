@@ -28,7 +28,7 @@ import random
 import time
 from typing import Any
 
-from common import ROOT, median, parser, write_result
+from common import ROOT, median, parser, ratio, write_result
 from denormals import COLUMNS, configs, group_figures, pairs, run
 
 SPEC = ROOT / "spaces" / "bench_fashion.yaml"
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     rand, sm = group_figures(per_random), group_figures(per_small)
     by_batch: dict[int, list[float]] = {}
     for x in per:
-        by_batch.setdefault(int(x["config"]["batch_size"]), []).append(x["on"]["s"] / x["off"]["s"])
+        by_batch.setdefault(int(x["config"]["batch_size"]), []).append(ratio(x["on"]["s"], x["off"]["s"]))
     figures = {
         "seed": args.seed,
         "spec": str(SPEC.relative_to(ROOT)),
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         "per_config": per,
     }
     higher, lower, same = figures["configs_higher_lower_same"]
-    by_batch_text = ", ".join(f"batch {b} {r:.2f}x ({len(by_batch[int(b)])})" for b, r in figures["median_ratio_by_batch_size"].items())
+    by_batch_text = ", ".join(f"batch {b} {median(r):.2f}x ({len(r)})" for b, r in sorted(by_batch.items()))
     notes = [
         f"random: {args.configs} configs drawn by Optuna's RandomSampler(seed={args.seed}) from {figures['spec']}, its fixed "
         "settings (12,000 training and 5,000 validation images, 6 epochs, 1 thread, flush_denormal on), training seed = the "
