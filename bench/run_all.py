@@ -303,7 +303,75 @@ def _warm_start(r: dict[str, Any]) -> str:
         + _warm_start_ert(f)
         + _warm_start_choices(rows, f)
         + _warm_start_variants(f)
+        + _warm_start_pooled(r)
     )
+
+
+def _warm_start_pooled(r: dict[str, Any]) -> str:
+    """The run above pooled with the variants of the same setting (source, budget, top, space) on
+    the same CPU model and other seeds: 12 seeds move the per-seed median by half its value."""
+    from warm_start import ert_figures
+
+    f = r["figures"]
+    key = ("spec", "source_setting", "source_budget_epochs", "budget_epochs", "top")
+    cpu = (r.get("machine") or {}).get("cpu")
+    rows, runs = list(f["per_seed"]), [r]
+    for path in sorted((RESULTS / "warm_start_variants").glob("*.json")):
+        v = json.loads(path.read_text())
+        g = v["figures"]
+        seen = {x["seed"] for x in rows}
+        if (
+            all(g.get(k) == f.get(k) for k in key)
+            and (v.get("machine") or {}).get("cpu") == cpu
+            and not seen & {x["seed"] for x in g["per_seed"]}
+        ):
+            rows += g["per_seed"]
+            runs.append(v)
+    if len(runs) < 2:
+        return ""
+
+    def med(k: str) -> str:
+        m = median([math.inf if x[k] is None else x[k] for x in rows])
+        return "never" if math.isinf(m) else f"{m:.2f}"
+
+    def below(k: str) -> int:
+        return sum(1 for x in rows if x[k] is not None and x[k] < 1)
+
+    def seeds(g: dict[str, Any]) -> str:
+        numbers = sorted(int(x["seed"]) for x in g["per_seed"])
+        return f"{numbers[0]}-{numbers[-1]}"
+
+    e = ert_figures(rows)
+    targets = "; ".join(
+        f"{100 * x['target']:.2f} % (reached by {x['cold_reached']} cold and {x['warm_reached']} warm starts): "
+        + " / ".join("n/a" if x[k] is None else f"{x[k]:.2f}" for k in ("ratio_epochs", "ratio_s"))
+        for x in e.values()
+    )
+    return (
+        f"\n\n**All runs of this setting, pooled.** The run above and {len(runs) - 1} more of the same setting and code on "
+        f"the same CPU model, on other seeds ({', '.join(seeds(v['figures']) for v in runs)}): {len(rows)} seeds. Per seed, to its "
+        f"cold start's final best: median ratio {med('ratio')} in epochs and {med('ratio_by_seconds')} in seconds; the warm start "
+        f"was cheaper in {below('ratio')} (epochs) and {below('ratio_by_seconds')} (seconds) of {len(rows)} seeds. ERT warm / cold, "
+        f"epochs / seconds, to a target common to all {len(rows)} seeds: {targets}."
+        + _pooled_reading(e, below("ratio_by_seconds"), len(rows))
+    )
+
+
+def _pooled_reading(e: dict[str, dict[str, Any]], cheaper_s: int, n: int) -> str:
+    """What the pooled figures say, in words that follow them."""
+    high, easy = e["typical_cold_final_best"], e["half_a_point_below"]
+    parts = []
+    if high["ratio_s"] is not None and high["ratio_s"] < 1 and high["warm_reached"] > high["cold_reached"]:
+        parts.append("the warm start reaches the high target more often and for less compute")
+    if easy["ratio_s"] is not None:
+        parts.append(
+            "the target half a point lower for "
+            + ("less" if easy["ratio_s"] < 1 else "more: the source costs more seconds than the cold start needs to get there")
+        )
+    parts.append(
+        f"against each cold start's own luckiest draw it was cheaper in {'fewer' if 2 * cheaper_s < n else 'more'} than half the seeds (in seconds)"
+    )
+    return " Pooled: " + "; ".join(parts) + "."
 
 
 def _warm_start_ert(f: dict[str, Any]) -> str:
@@ -351,7 +419,7 @@ def _warm_start_choices(rows: list[dict[str, Any]], f: dict[str, Any]) -> str:
         "| median label_smoothing | " + " | ".join(mid(k, "label_smoothing") for k in kinds) + " |",
     ]
     return (
-        f"\n\n**Where the trials went.** The source's 2-epoch trials on {f['source_setting']['train_subset']:,} images rank first "
+        f"\n\n**Where the trials went.** The source's {f['source_setting'].get('epochs', 2)}-epoch trials on {f['source_setting']['train_subset']:,} images rank first "
         "what pays off in few steps; whether the warm start carried that into the full setting shows in how each search spent "
         "its trials:"
         "\n\n" + "\n".join(lines)
@@ -382,8 +450,8 @@ def _warm_start_variants(main: dict[str, Any]) -> str:
         "so no choice is scored on the seeds it was made on. Training is deterministic on one machine, so a rerun of a row "
         "there gives its epochs again; seconds depend on the load of the day.",
         "",
-        "| seeds | source images | source epochs | top | median ratio, epochs | median ratio, seconds | ERT to the cold starts' median final best, epochs / seconds | note | command |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| seeds | source images | epochs per source trial | source epochs in all | top | median ratio, epochs | median ratio, seconds | ERT to the cold starts' median final best, epochs / seconds | note | command |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     held = ""
     for v in found:
@@ -396,7 +464,7 @@ def _warm_start_variants(main: dict[str, Any]) -> str:
                 "the fresh seeds: at this noise level 4 seeds mostly show luck."
             )
         lines.append(
-            f"| {seeds(f)} | {f['source_setting']['train_subset']} | {f['source_budget_epochs']} | {f['top']} | "
+            f"| {seeds(f)} | {f['source_setting']['train_subset']} | {f['source_setting'].get('epochs', 2)} | {f['source_budget_epochs']} | {f['top']} | "
             f"{ratio(f['median_ratio_warm_to_cold'])} | {ratio(f.get('median_ratio_warm_to_cold_by_seconds'))} | {_ert_cell(f)} | "
             f"{v.get('variant_note', '')} | `{v['command']}` |"
         )

@@ -57,6 +57,7 @@ from search_quality import SPEC, WITHIN, Setup, Trial, curve, epochs_to, retrain
 
 SOURCE_TRAIN, FULL_TRAIN = 3000, 12000  # training images per epoch: the cost of an epoch in each setting
 SOURCE_VAL = 1000
+SOURCE_EPOCHS = 2  # epochs per source trial
 TOP = 2  # configs of the source re-evaluated first (with the 1,500-image source, seeds 0-3 did better with 0: its top ranked poorly)
 SOURCE_SEED = 1000  # the source study of seed s uses sampler and training seed 1000 + s
 
@@ -79,10 +80,10 @@ class Search:
         return max((x for x in self.at_s if math.isfinite(x)), default=default)
 
 
-def source_setup(smoke: bool, budget: int, train: int = SOURCE_TRAIN, val: int = SOURCE_VAL) -> Setup:
+def source_setup(smoke: bool, budget: int, train: int = SOURCE_TRAIN, val: int = SOURCE_VAL, epochs: int = SOURCE_EPOCHS) -> Setup:
     if smoke:
         return Setup(2, 1, {"train_subset": 128, "val_subset": 100, "test_subset": 100, "epochs": 1}, {}, 0)
-    return Setup(budget, 2, {"train_subset": train, "val_subset": val, "epochs": 2}, {}, 0)
+    return Setup(budget, epochs, {"train_subset": train, "val_subset": val, "epochs": epochs}, {}, 0)
 
 
 def search(setup: Setup, seed: int, folder: Path, extra: list[str], spec_path: Path, cut: bool = True) -> Search:
@@ -332,6 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--source-train", type=int, default=SOURCE_TRAIN, help=f"the source's training images (default {SOURCE_TRAIN})")
+    p.add_argument("--source-epochs", type=int, default=SOURCE_EPOCHS, help=f"epochs per source trial (default {SOURCE_EPOCHS})")
     p.add_argument("--source-val", type=int, default=SOURCE_VAL, help=f"the source's validation images (default {SOURCE_VAL})")
     p.add_argument(
         "--first-seed", type=int, default=0, help="seeds first-seed, first-seed+1, ... (fresh seeds for a check of a choice made on others)"
@@ -348,7 +350,7 @@ def main(argv: list[str] | None = None) -> None:
     args.spec = args.spec.resolve()
     started = time.perf_counter()
     full = setup_for(args.smoke, args.budget, 6)
-    src = source_setup(args.smoke, args.source_budget, args.source_train, args.source_val)
+    src = source_setup(args.smoke, args.source_budget, args.source_train, args.source_val, args.source_epochs)
     if args.smoke:
         args.seeds = 1
     with tempfile.TemporaryDirectory() as cache:
@@ -370,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
                 report(args, rows, full, src, started)
 
 
-def plot(rows: list[dict[str, Any]], budget: int, source_train: int, path: Path) -> None:
+def plot(rows: list[dict[str, Any]], budget: int, source_train: int, path: Path, source_epochs: int = SOURCE_EPOCHS) -> None:
     """Best val so far against total compute, in epochs (left) and measured seconds (right): cold
     from 0, warm (dashed) from the source's cost on, one colour per seed."""
     import matplotlib
@@ -399,7 +401,7 @@ def plot(rows: list[dict[str, Any]], budget: int, source_train: int, path: Path)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("best validation accuracy so far (%)")
     axes[0].legend(fontsize=7, loc="lower right", ncol=2)
-    fig.suptitle(f"Fashion-MNIST, MLP: cold start (solid) vs warm start (dashed) from a {source_train}-image, 2-epoch study")
+    fig.suptitle(f"Fashion-MNIST, MLP: cold start (solid) vs warm start (dashed) from a {source_train}-image, {source_epochs}-epoch study")
     finals = [100 * v for r in rows for k in ("cold_curve", "warm_curve") for _, v in r[k]]
     if finals:
         axes[0].set_ylim(max(finals) - 4, max(finals) + 0.5)
@@ -489,7 +491,7 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
         + ert_text(figures["ert"])
     )
     notes = [
-        f"Source study: {src.budget} epochs of 2-epoch trials on {src.fixed.get('train_subset')} training and {src.fixed.get('val_subset')} "
+        f"Source study: {src.budget} epochs of {src.epochs}-epoch trials on {src.fixed.get('train_subset')} training and {src.fixed.get('val_subset')} "
         f"validation images. Compute is counted two ways. In epochs: the source as {figures['source_cost_full_epochs']:g} full-setting "
         f"epochs by its training images ({src.fixed.get('train_subset')}/{FULL_TRAIN} per epoch). In seconds, as measured: "
         "each search's time from its first trial's start to the completion of the trial that reached the target, the "
@@ -509,7 +511,7 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
             else "The warm study re-evaluates nothing (top 0) and imports every "
         )
         + "completed source trial that fits the space (here the same space, so none are skipped; pruned and failed source trials are not imported). Imported values were measured "
-        f"on {src.fixed.get('train_subset')} images over 2 epochs, below any full-setting value; the sampler sees them moved onto this study's scale "
+        f"on {src.fixed.get('train_subset')} images over {src.epochs} epoch{'s' if src.epochs > 1 else ''}, below any full-setting value; the sampler sees them moved onto this study's scale "
         "(hpsearch.study.WarmSampler: by the median gap of the re-evaluated configs' two values, or with top 0 of the two studies' medians), so TPE ranks the source's regions among this "
         f"study's own trials instead of below all of them, and only until {rows[0].get('warm_sampler_until')} of this study's own trials finished "
         "(warm_start.until, by default the sampler's start-up), after which it sees its own alone. Best, promote and the "
@@ -525,7 +527,7 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
         "round differently (a first trial's val_acc 1 image in 5,000 apart), and the searches part from there.",
     ]
     args.out.mkdir(parents=True, exist_ok=True)
-    plot(rows, full.budget, int(src.fixed.get("train_subset") or SOURCE_TRAIN), args.out / figures["png"])
+    plot(rows, full.budget, int(src.fixed.get("train_subset") or SOURCE_TRAIN), args.out / figures["png"], src.epochs)
     wide = result_name(args.spec) != "warm_start"
     write_result(
         args.out,
@@ -533,7 +535,7 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
         f"Warm start from a cheaper study (Fashion-MNIST{', ' + args.spec.name if wide else ''})",
         headline=headline,
         smoke=args.smoke,
-        goal=f"on {figures['spec']}, a study warm-started from a cheaper study ({src.fixed.get('train_subset')} of the 12,000 images, 2-epoch trials) reaches the cold start's final best with less total compute (ratio < 1 in epochs and in measured seconds)",
+        goal=f"on {figures['spec']}, a study warm-started from a cheaper study ({src.fixed.get('train_subset')} of the 12,000 images, {src.epochs}-epoch trials) reaches the cold start's final best with less total compute (ratio < 1 in epochs and in measured seconds)",
         goal_met=None if args.smoke else met,
         figures=figures,
         table={"columns": columns, "rows": table_rows},
