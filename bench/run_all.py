@@ -348,7 +348,7 @@ def _warm_start_pooled(r: dict[str, Any]) -> str:
         for x in e.values()
     )
     return (
-        f"\n\n**All runs of this setting, pooled.** The run above and {len(runs) - 1} more of the same setting and code on "
+        f"\n\n**All runs of this setting, pooled.** The run above and {len(runs) - 1} more of the same setting (source, budget, top, space) on "
         f"the same CPU model, on other seeds ({', '.join(seeds(v['figures']) for v in runs)}): {len(rows)} seeds. Per seed, to its "
         f"cold start's final best: median ratio {med('ratio')} in epochs and {med('ratio_by_seconds')} in seconds; the warm start "
         f"was cheaper in {below('ratio')} (epochs) and {below('ratio_by_seconds')} (seconds) of {len(rows)} seeds. ERT warm / cold, "
