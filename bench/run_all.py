@@ -311,6 +311,7 @@ def _warm_start_pooled(r: dict[str, Any]) -> str:
     """The run above pooled with the variants of the same setting (source, budget, top, space) on
     the same CPU model and other seeds: 12 seeds move the per-seed median by half its value."""
     from warm_start import ert_figures
+    from warm_start import med as warm_start_median
 
     f = r["figures"]
     key = ("spec", "source_setting", "source_budget_epochs", "budget_epochs", "top")
@@ -331,15 +332,11 @@ def _warm_start_pooled(r: dict[str, Any]) -> str:
         return ""
 
     def med(k: str) -> str:
-        m = median([math.inf if x[k] is None else x[k] for x in rows])
-        return "never" if math.isinf(m) else f"{m:.2f}"
+        m = warm_start_median([x[k] for x in rows])
+        return "never" if m is None else f"{m:.2f}"
 
     def below(k: str) -> int:
         return sum(1 for x in rows if x[k] is not None and x[k] < 1)
-
-    def seeds(g: dict[str, Any]) -> str:
-        numbers = sorted(int(x["seed"]) for x in g["per_seed"])
-        return f"{numbers[0]}-{numbers[-1]}"
 
     e = ert_figures(rows)
     targets = "; ".join(
@@ -349,7 +346,7 @@ def _warm_start_pooled(r: dict[str, Any]) -> str:
     )
     return (
         f"\n\n**All runs of this setting, pooled.** The run above and {len(runs) - 1} more of the same setting (source, budget, top, space) on "
-        f"the same CPU model, on other seeds ({', '.join(seeds(v['figures']) for v in runs)}): {len(rows)} seeds. Per seed, to its "
+        f"the same CPU model, on other seeds ({', '.join(_seed_span(v['figures']) for v in runs)}): {len(rows)} seeds. Per seed, to its "
         f"cold start's final best: median ratio {med('ratio')} in epochs and {med('ratio_by_seconds')} in seconds; the warm start "
         f"was cheaper in {below('ratio')} (epochs) and {below('ratio_by_seconds')} (seconds) of {len(rows)} seeds. ERT warm / cold, "
         f"epochs / seconds, to a target common to all {len(rows)} seeds: {targets}."
@@ -439,10 +436,6 @@ def _warm_start_variants(main: dict[str, Any]) -> str:
     def ratio(x: float | None) -> str:
         return "never (most seeds)" if x is None else f"{x:.2f}"
 
-    def seeds(f: dict[str, Any]) -> str:
-        numbers = sorted(int(r["seed"]) for r in f["per_seed"])
-        return f"{numbers[0]}-{numbers[-1]}" if numbers == list(range(numbers[0], numbers[-1] + 1)) else ", ".join(map(str, numbers))
-
     lines = [
         "",
         "",
@@ -456,7 +449,7 @@ def _warm_start_variants(main: dict[str, Any]) -> str:
     held = ""
     for v in found:
         f = v["figures"]
-        if all(f[k] == main[k] for k in key) and seeds(f) == "0-3":
+        if all(f[k] == main[k] for k in key) and _seed_span(f) == "0-3":
             held = (
                 f"The setup of the run above gave {ratio(f['median_ratio_warm_to_cold'])} (epochs) and "
                 f"{ratio(f.get('median_ratio_warm_to_cold_by_seconds'))} (seconds) on seeds 0-3, and "
@@ -464,11 +457,17 @@ def _warm_start_variants(main: dict[str, Any]) -> str:
                 "the fresh seeds: at this noise level 4 seeds mostly show luck."
             )
         lines.append(
-            f"| {seeds(f)} | {f['source_setting']['train_subset']} | {f['source_setting'].get('epochs', 2)} | {f['source_budget_epochs']} | {f['top']} | "
+            f"| {_seed_span(f)} | {f['source_setting']['train_subset']} | {f['source_setting'].get('epochs', 2)} | {f['source_budget_epochs']} | {f['top']} | "
             f"{ratio(f['median_ratio_warm_to_cold'])} | {ratio(f.get('median_ratio_warm_to_cold_by_seconds'))} | {_ert_cell(f)} | "
             f"{v.get('variant_note', '')} | `{v['command']}` |"
         )
     return "\n".join(lines + (["", held] if held else []))
+
+
+def _seed_span(f: dict[str, Any]) -> str:
+    """A run's seeds: "4-15" when they run on, else listed."""
+    numbers = sorted(int(r["seed"]) for r in f["per_seed"])
+    return f"{numbers[0]}-{numbers[-1]}" if numbers == list(range(numbers[0], numbers[-1] + 1)) else ", ".join(map(str, numbers))
 
 
 def _ert_cell(f: dict[str, Any]) -> str:
