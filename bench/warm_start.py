@@ -322,6 +322,29 @@ def med(values: list[Any]) -> float | None:
     return None if math.isinf(m) else m
 
 
+POOL_KEY = ("spec", "source_setting", "source_budget_epochs", "budget_epochs", "top")  # what makes two runs the same setting
+
+
+def pooled(result: dict[str, Any], variants: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The per-seed rows of ``result`` and of every run in ``variants`` (*.json) of the same setting
+    (POOL_KEY) on the same CPU model with seeds not yet in: (rows, the runs they came from)."""
+    f = result["figures"]
+    cpu = (result.get("machine") or {}).get("cpu")
+    rows, runs = list(f["per_seed"]), [result]
+    for path in sorted(variants.glob("*.json")):
+        v = json.loads(path.read_text())
+        g = v["figures"]
+        seen = {x["seed"] for x in rows}
+        if (
+            all(g.get(k) == f.get(k) for k in POOL_KEY)
+            and (v.get("machine") or {}).get("cpu") == cpu
+            and not seen & {x["seed"] for x in g["per_seed"]}
+        ):
+            rows += g["per_seed"]
+            runs.append(v)
+    return rows, runs
+
+
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.add_argument("--budget", type=int, default=72, help="epochs of the full study's own trials, cold and warm (default 72)")

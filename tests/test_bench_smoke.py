@@ -33,6 +33,8 @@ FIGURES = {
     "denormals": {"random", "corner", "configs_same_val_acc"},
     "fused_optimizer": {"random", "small", "mean_val_acc_change", "median_ratio_by_batch_size"},
     "fidelity": {"settings", "true_best", "per_config"},
+    # re-trains the committed warm-start result's first seed (bench/results/warm_start.json) on tiny subsets
+    "warm_start_luck": {"curse_cold", "curse_warm", "cold_config_reaches_cold_best", "warm_minus_cold_mean", "reproduced", "per_seed"},
     "gpu": {"combinations", "fastest"},
     "gpu_packing": {"auto_over_1", "medians", "runs"},
 }
@@ -110,3 +112,12 @@ def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):
     assert "**Not run**: no GPU" in text
     growth = text.split("## growth", 1)[1]
     assert growth.lstrip().startswith("Not run yet")
+
+
+def test_sign_test_and_bootstrap_interval(bench):
+    luck = bench("warm_start_luck")
+    assert luck.sign_test(0, 0) == 1.0
+    assert luck.sign_test(5, 5) == 1.0
+    assert abs(luck.sign_test(9, 1) - 22 / 1024) < 1e-12  # 2 * (C(10,0) + C(10,1)) / 2**10
+    low, high = luck.bootstrap_median([0.0, 1.0, 2.0, 3.0, 4.0], reps=2000)
+    assert 0.0 <= low <= 2.0 <= high <= 4.0
