@@ -525,8 +525,8 @@ def _warm_start_variants(main: dict[str, Any]) -> str:
         "so no choice is scored on the seeds it was made on. Training is deterministic on one machine, so a rerun of a row "
         "there gives its epochs again; seconds depend on the load of the day.",
         "",
-        "| seeds | source images | epochs per source trial | source epochs in all | top | median ratio, epochs | median ratio, seconds | ERT to the cold starts' median final best, epochs / seconds | note | command |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| seeds | source images | epochs per source trial | source epochs in all | top | full study's epochs | median ratio, epochs | median ratio, seconds | ERT to the cold starts' median final best, epochs / seconds | note | command |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     held = ""
     for v in found:
@@ -540,7 +540,7 @@ def _warm_start_variants(main: dict[str, Any]) -> str:
             )
         lines.append(
             f"| {_seed_span(f)} | {f['source_setting']['train_subset']} | {f['source_setting'].get('epochs', 2)} | {f['source_budget_epochs']} | {f['top']} | "
-            f"{ratio(f['median_ratio_warm_to_cold'])} | {ratio(f.get('median_ratio_warm_to_cold_by_seconds'))} | {_ert_cell(f)} | "
+            f"{f['budget_epochs']} | {ratio(f['median_ratio_warm_to_cold'])} | {ratio(f.get('median_ratio_warm_to_cold_by_seconds'))} | {_ert_cell(f)} | "
             f"{v.get('variant_note', '')} | `{v['command']}` |"
         )
     return "\n".join(lines + (["", held] if held else []))
