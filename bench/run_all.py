@@ -311,7 +311,7 @@ def _warm_start(r: dict[str, Any]) -> str:
 
 def _noise_sentence(r: dict[str, Any], p: float, finals: list[float]) -> str:
     """The noise between near-equal configs: measured by bench/warm_start_luck.py where its result is there,
-    else the 5,000-image standard error (an upper bound: every trial is scored on the same images)."""
+    else the 5,000-image standard error (every trial is scored on the same images, so it need not be the noise between trials)."""
     spread = f"({100 * min(finals):.2f}-{100 * max(finals):.2f})"
     path = RESULTS / f"{r['name']}_luck.json"
     if path.is_file():
@@ -429,11 +429,18 @@ def _luck(r: dict[str, Any]) -> str:
         "points (median sd): the validation images are the same for every trial, so this, not the 5,000-image standard error, is the "
         f"noise between near-equal configs. Cold's own best config, re-trained, reached cold's recorded best in {100 * reach:.0f} % of "
         "tries: a warm start that had found the cold start's very config would count as reaching the per-seed target "
-        f"{'about half' if 0.4 <= reach <= 0.6 else f'{100 * reach:.0f} %'} of the time. The warm starts' recorded bests sit higher above "
-        f"their configs' worth ({100 * f['curse_warm']:+.2f} points against {100 * f['curse_cold']:+.2f}), so part of their lead at a "
-        "common validation target is a luckier maximum, not a better config (likely because a TPE informed from its first trial "
-        "draws more of its trials from near-equal configs near the top than one that starts with 10 random ones; the result files keep "
-        "each search's improvements, not every trial, so this is not measured here). By worth, the median seed is "
+        f"{'about half' if 0.4 <= reach <= 0.6 else f'{100 * reach:.0f} %'} of the time. "
+        + (
+            f"The warm starts' recorded bests sit higher above their configs' worth ({100 * f['curse_warm']:+.2f} points against "
+            f"{100 * f['curse_cold']:+.2f}), so part of their lead at a common validation target is a luckier maximum, not a better "
+            "config (likely because a TPE informed from its first trial draws more of its trials from near-equal configs near the top "
+            "than one that starts with 10 random ones; the result files keep each search's improvements, not every trial, so this is "
+            "not measured here). "
+            if f["curse_warm"] > f["curse_cold"]
+            else f"The recorded bests sit {100 * f['curse_warm']:+.2f} (warm) and {100 * f['curse_cold']:+.2f} (cold) points above their "
+            "configs' worth. "
+        )
+        + "By worth, the median seed is "
         + (
             f"a tie: warm minus cold {100 * d['median']:+.2f} points (95 % interval {100 * d['ci95'][0]:+.2f} to {100 * d['ci95'][1]:+.2f}), "
             if even
