@@ -1,9 +1,8 @@
 """How much of a search's final best is luck: the warm-start benchmark's best configs, re-trained.
 
 bench/warm_start.py scores a warm start per seed by whether it reaches *that seed's* cold start's
-final best. That target is the highest of about twelve noisy values (5,000 validation images: a
-standard error near 0.46 points at 88 %), so it carries the cold search's luck as well as its
-finds. This script takes every seed of the pooled warm-start runs (bench/warm_start.py's result
+final best. That target is the highest of about twelve noisy values (trained configs move with
+their training seed), so it carries the cold search's luck as well as its finds. This script takes every seed of the pooled warm-start runs (bench/warm_start.py's result
 and its variants of the same setting on the same CPU model, as BENCHMARKS.md pools them) and
 re-trains both best configs, the cold start's and the warm start's, in the search's own setting
 (12,000 training images, 6 epochs, the same 5,000 validation images) with `--reseeds` other
@@ -41,7 +40,7 @@ from typing import Any
 
 from common import RESULTS, parser, write_result
 from search_quality import EpochCount
-from warm_start import pooled
+from warm_start import pct, pooled
 
 RESEEDS = 4  # other training seeds per config
 RESEED_BASE = 5000  # seed s is re-trained with 5000 + 100 * s + k, k = 1..RESEEDS: no search used those
@@ -54,6 +53,11 @@ def val_acc(config: dict[str, Any]) -> float:
     return float(train(dict(config), EpochCount())["val_acc"])
 
 
+def training_seeds(row: dict[str, Any], config: dict[str, Any], reseeds: int) -> tuple[int, list[int]]:
+    """The search's own training seed of ``config`` (seed ``row["seed"]``'s search) and the other ones it is re-trained with."""
+    return int(config.get("seed", row["seed"])), [RESEED_BASE + 100 * row["seed"] + k for k in range(1, reseeds + 1)]
+
+
 def jobs_for(rows: list[dict[str, Any]], reseeds: int, smoke: bool) -> list[tuple[int, str, int, dict[str, Any]]]:
     """(seed, 'cold' | 'warm', training seed, config) for every training to run; the search's own
     training seed first."""
@@ -63,8 +67,8 @@ def jobs_for(rows: list[dict[str, Any]], reseeds: int, smoke: bool) -> list[tupl
             config = r.get(f"{kind}_best_config")
             if not config:
                 continue
-            own = int(config.get("seed", r["seed"]))
-            for training_seed in [own] + [RESEED_BASE + 100 * r["seed"] + k for k in range(1, reseeds + 1)]:
+            own, others = training_seeds(r, config, reseeds)
+            for training_seed in [own, *others]:
                 out.append((r["seed"], kind, training_seed, {**config, "seed": training_seed, **(SMOKE if smoke else {})}))
     return out
 
@@ -93,8 +97,8 @@ def summarize(rows: list[dict[str, Any]], values: dict[tuple[int, str, int], flo
             config = r.get(f"{kind}_best_config")
             if not config:
                 continue
-            own = int(config.get("seed", r["seed"]))
-            others = [values[r["seed"], kind, RESEED_BASE + 100 * r["seed"] + k] for k in range(1, reseeds + 1)]
+            own, seeds = training_seeds(r, config, reseeds)
+            others = [values[r["seed"], kind, t] for t in seeds]
             entry[kind] = {
                 "recorded": r[f"{kind}_final_best"],
                 "own_seed": values[r["seed"], kind, own],
@@ -139,10 +143,6 @@ def pts(v: float | None) -> str:
     return "-" if v is None or not math.isfinite(v) else f"{100 * v:+.2f}"
 
 
-def pct(v: float | None) -> str:
-    return "-" if v is None or not math.isfinite(v) else f"{100 * v:.2f}"
-
-
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.add_argument("--result", default="warm_start", help="the warm-start result to re-train (default warm_start; warm_start_wide)")
@@ -171,9 +171,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.smoke:  # tiny subsets: the recorded values are of another setting
         for r in rows:
             for kind in ("cold", "warm"):
-                r[f"{kind}_final_best"] = values.get(
-                    (r["seed"], kind, int((r.get(f"{kind}_best_config") or {}).get("seed", r["seed"]))), math.nan
-                )
+                config = r.get(f"{kind}_best_config")
+                if config:
+                    r[f"{kind}_final_best"] = values[r["seed"], kind, training_seeds(r, config, args.reseeds)[0]]
     f = summarize(rows, values, args.reseeds)
     f["source"] = {"result": args.result, "runs": [v["command"] for v in runs], "spec": result["figures"].get("spec")}
     d = f["warm_minus_cold_mean"]
