@@ -107,7 +107,7 @@ def random_configs(spec_path: Path, n: int, seed: int) -> list[dict[str, Any]]:
     """``n`` configs of the spec's space drawn by Optuna's RandomSampler(seed), with its fixed values."""
     import optuna
 
-    from hpsearch.spec import load_spec
+    from hpsearch.spec.loader import load_spec
 
     spec = load_spec(spec_path, [])
     optuna.logging.set_verbosity(optuna.logging.ERROR)

@@ -46,7 +46,7 @@ SMOKE_CONFIG = {"dataset": "digits", "model": "mlp", "batch_size": 32, "epochs":
 
 def train(config: dict[str, Any], ranks: int, folder: Path, smoke: bool) -> dict[str, Any]:
     name = f"ranks{ranks}-{time.monotonic_ns()}"
-    doc = {"objective": "objectives.image_classification:train", "metric": "val_acc", "config": config}
+    doc = {"objective": "hpsearch.objectives.image_classification:train", "metric": "val_acc", "config": config}
     (folder / f"{name}.yaml").write_text(yaml.safe_dump(doc))
     flag = "--processes" if smoke else "--devices"
     cmd = [sys.executable, "-m", "hpsearch.cli", "train", str(folder / f"{name}.yaml"), "-o", str(folder / name), flag, str(ranks)]

@@ -99,7 +99,7 @@ def group_figures(per: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(config: dict[str, Any], key: str, value: bool) -> dict[str, float]:
-    from objectives.image_classification import train
+    from hpsearch.objectives.image_classification import train
 
     reporter = EpochCount()
     with Timer() as t:

@@ -39,7 +39,7 @@ TRAIN_SEED = 7
 
 
 def measure(job: tuple[int, dict[str, Any], dict[str, dict[str, Any]]]) -> dict[str, Any]:
-    from objectives.image_classification import train
+    from hpsearch.objectives.image_classification import train
 
     i, config, settings = job
     row: dict[str, Any] = {"i": i, "config": config}

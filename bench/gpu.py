@@ -1,6 +1,6 @@
 """GPU: samples/s, GPU-busy fraction and model FLOP utilisation of the objective's training step.
 
-ResNet-18 (hpsearch.train.models, small-image stem) on synthetic CIFAR-shaped data held on
+ResNet-18 (hpsearch.parts.models, small-image stem) on synthetic CIFAR-shaped data held on
 the GPU, through the objective's own parts (build_data's TensorLoader with crop+flip on the
 device, build_optimizer's fused SGD, train_epoch with AMP), for every combination of
 amp off / bf16 / fp16, channels_last off / on, torch.compile off / on.
@@ -106,10 +106,10 @@ def busy_fraction(run_steps: Any, device: Any) -> float | None:
 def measure(cfg: dict[str, Any], device: Any, steps: int, warmup: int, profile_steps: int) -> dict[str, Any]:
     import torch
 
-    from hpsearch.train.data import build_data
-    from hpsearch.train.loop import amp_dtype, grad_scaler, train_epoch
-    from hpsearch.train.models import build_model
-    from hpsearch.train.optim import build_optimizer
+    from hpsearch.parts.data import build_data
+    from hpsearch.parts.loop import amp_dtype, grad_scaler, train_epoch
+    from hpsearch.parts.models import build_model
+    from hpsearch.parts.optim import build_optimizer
 
     torch.manual_seed(0)
     data = build_data(cfg, device)

@@ -33,7 +33,7 @@ CATEGORIES = ("claim", "sampler", "pruner", "reporter", "trial_attrs", "tell", "
 
 
 class Clock:
-    """The trial loop's step hook (hpsearch.backends.optuna.work(steps=...)): seconds per step, per trial."""
+    """The trial loop's step hook (hpsearch.engine.optuna.work(steps=...)): seconds per step, per trial."""
 
     def __init__(self) -> None:
         self.raw: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -60,8 +60,8 @@ class Clock:
 
 
 def run_hpsearch(trials: int) -> dict[str, Any]:
-    from hpsearch.backends.optuna import work
-    from hpsearch.spec import load_spec
+    from hpsearch.engine.optuna import work
+    from hpsearch.spec.loader import load_spec
 
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
@@ -85,7 +85,7 @@ def run_optuna_timed(trials: int) -> dict[str, Any]:
 def child(variant: str, trials: int) -> dict[str, Any]:
     import optuna  # noqa: F401 (imported before the timer starts)
 
-    import hpsearch.backends.optuna  # noqa: F401
+    import hpsearch.engine.optuna  # noqa: F401
 
     return run_hpsearch(trials) if variant == "hpsearch" else run_optuna_timed(trials)
 

@@ -3,8 +3,8 @@
 "textbook" is the loop PyTorch tutorials teach: a Dataset of PIL images with per-sample
 torchvision transforms (RandomCrop, ToTensor, Normalize), a DataLoader (shuffle, 2 workers,
 as in the CIFAR-10 tutorial), fp32, zero_grad(), loss.item() every step, an eval loop that
-calls .item() per batch. "hpsearch" is objectives.image_classification:train. Both get the
-same data and split (hpsearch.train.data loads it), model (hpsearch.train.models), seeded
+calls .item() per batch. "hpsearch" is hpsearch.objectives.image_classification:train. Both get the
+same data and split (hpsearch.parts.data loads it), model (hpsearch.parts.models), seeded
 init, batch size, epochs, SGD + cosine per step, weight decay on all parameters, random-crop
 padding (1 pixel on digits; none on synthetic data, whose random prototypes a shift would
 erase, nor on Fashion-MNIST, whose tutorials use none: the textbook then runs ToTensor +
@@ -78,8 +78,8 @@ class _History:
 def run_hpsearch(config: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from hpsearch.train.data import build_data
-    from objectives.image_classification import train
+    from hpsearch.parts.data import build_data
+    from hpsearch.objectives.image_classification import train
 
     history = _History()
     with Timer() as t:
@@ -121,7 +121,7 @@ def textbook_loaders(config: dict[str, Any], workers: int) -> tuple[Any, Any, in
     import torch
     from torchvision import transforms
 
-    from hpsearch.train.data import DATASETS, carve, subsample
+    from hpsearch.parts.data import DATASETS, carve, subsample
 
     splits = DATASETS[config["dataset"]].load(config)
     train, val = carve(splits.train, config["val_fraction"], config["split_seed"])
@@ -144,7 +144,7 @@ def run_textbook(config: dict[str, Any], workers: int) -> dict[str, Any]:
     import torch
     from torch import nn
 
-    from hpsearch.train.models import build_model
+    from hpsearch.parts.models import build_model
 
     with Timer() as t:
         torch.set_num_threads(config["threads"])
@@ -185,7 +185,7 @@ def data_only(config: dict[str, Any], workers: int) -> dict[str, float]:
     """Seconds for one training epoch of batches alone (no model), in each pipeline."""
     import torch
 
-    from hpsearch.train.data import build_data
+    from hpsearch.parts.data import build_data
 
     train_loader = textbook_loaders(config, workers)[0]
     with Timer() as tb:
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     started = time.perf_counter()
     cases = {name: dict(CASES[name]) for name in args.cases}
-    from hpsearch.train.data import DATASETS
+    from hpsearch.parts.data import DATASETS
 
     models = {name: tuple(args.models) if args.models else MODELS[name] for name in cases}
     skipped = []

@@ -96,7 +96,7 @@ class _OptunaReporter:
 
 
 def sqlite_like_hpsearch(path: Path) -> None:
-    """WAL journal (persistent, per file) and synchronous=NORMAL (per connection), as hpsearch.storage sets."""
+    """WAL journal (persistent, per file) and synchronous=NORMAL (per connection), as hpsearch.study.storage sets."""
     import sqlite3
 
     from sqlalchemy import event

@@ -128,8 +128,8 @@ def hpsearch_search(
 ) -> tuple[list[Trial], int]:
     """hpsearch's trial loop in this process (what `hpsearch run` does with one slot), stopped on the epoch budget
     (`budget`: what is left of setup.budget)."""
-    from hpsearch.backends.optuna import work
-    from hpsearch.spec import load_spec
+    from hpsearch.engine.optuna import work
+    from hpsearch.spec.loader import load_spec
 
     spec = load_spec(spec_path, spec_overrides(setup, seed, folder, extra))
     stop, spent = threading.Event(), [0]
@@ -150,8 +150,8 @@ def lrfind_search(setup: Setup, seed: int, folder: Path) -> tuple[list[Trial], i
     """What `hpsearch lr-find SPEC --apply narrowed.yaml` does (same seed and fixed values as the search), then
     hpsearch's defaults on narrowed.yaml. lr-find's training steps, as epochs of the training split rounded up,
     come first in the trial list (a pseudo-trial without a value), so they count against the epoch budget."""
-    from hpsearch import lrfind
-    from hpsearch.spec import load_spec
+    from hpsearch.spec.loader import load_spec
+    from hpsearch.tools import lrfind
 
     spec = load_spec(SPEC, spec_overrides(setup, seed, folder, []))
     with contextlib.redirect_stdout(io.StringIO()):
@@ -174,7 +174,7 @@ def lr_find_cost(trials: list[Trial]) -> Trial | None:
 def ray_search(setup: Setup, seed: int, folder: Path, attempts: int = 2) -> tuple[list[Trial], int]:
     """`hpsearch run SPEC --backend ray` as a user types it, `ray_trials` trials. On a loaded machine the local
     Ray once failed to start ("Failed to connect to GCS within 60 seconds"): a failed run is retried once, in a new folder."""
-    from hpsearch.spec import load_spec
+    from hpsearch.spec.loader import load_spec
 
     for attempt in range(1, attempts + 1):
         sets = spec_overrides(setup, seed, folder / f"attempt-{attempt}", OVERRIDES["ray_asha"], trials=setup.ray_trials)
@@ -227,7 +227,7 @@ def optuna_script(setup: Setup, seed: int) -> tuple[list[Trial], int]:
     """What a user writes after Optuna's tutorial: same space and objective, TPE with its defaults, no pruning."""
     import optuna
 
-    from objectives.image_classification import train
+    from hpsearch.objectives.image_classification import train
 
     fixed = fixed_config(setup, seed)
 
@@ -266,7 +266,7 @@ def optuna_script(setup: Setup, seed: int) -> tuple[list[Trial], int]:
 
 def tutorial_default(setup: Setup, seed: int) -> tuple[list[Trial], int]:
     """One run of the tutorial config for the whole budget; each epoch is a checkpoint one could keep."""
-    from objectives.image_classification import train
+    from hpsearch.objectives.image_classification import train
 
     config = {**fixed_config(setup, seed), **TUTORIAL, "epochs": setup.budget}
     reporter = EpochCount()
@@ -280,7 +280,7 @@ def retrain(setup: Setup, config: dict[str, Any], cache: Path | None) -> tuple[f
     Searches with the same seed share their first trials (TPE draws its start-up trials from
     RandomSampler(seed)), so they often pick the very same config; training is deterministic
     (CPU, one thread, seeded), so such a config is retrained once and its result reused."""
-    from objectives.image_classification import train
+    from hpsearch.objectives.image_classification import train
 
     full = {**config, **setup.retrain, "epochs": setup.epochs, "evaluate_test": True}
     key = cache / (hashlib.sha256(json.dumps(full, sort_keys=True).encode()).hexdigest()[:16] + ".json") if cache else None
@@ -494,8 +494,8 @@ def goals(s: dict[str, Any], setup: Setup) -> dict[str, Any]:
 
 def hpsearch_defaults() -> dict[str, Any]:
     """What hpsearch builds from a spec that leaves sampler and pruner unset, read off the Optuna objects."""
-    from hpsearch.spec import load_spec
-    from hpsearch.study import build_pruner, build_sampler
+    from hpsearch.spec.loader import load_spec
+    from hpsearch.study.open import build_pruner, build_sampler
 
     spec = load_spec(SPEC)
     sampler, pruner = build_sampler(spec), build_pruner(spec)

@@ -89,8 +89,8 @@ def source_setup(smoke: bool, budget: int, train: int = SOURCE_TRAIN, val: int =
 def search(setup: Setup, seed: int, folder: Path, extra: list[str], spec_path: Path, cut: bool = True) -> Search:
     """``cut``: count trials only up to the budget (a source study is counted whole: all of it is imported)."""
     # hpsearch's trial loop in this process, stopped on the epoch budget (as search_quality.hpsearch_search)
-    from hpsearch.backends.optuna import work
-    from hpsearch.spec import load_spec
+    from hpsearch.engine.optuna import work
+    from hpsearch.spec.loader import load_spec
 
     spec = load_spec(spec_path, spec_overrides(setup, seed, folder, extra))
     stop, spent = threading.Event(), [0]
@@ -117,7 +117,7 @@ def warm_up(src: Setup, spec_path: Path) -> None:
     subsets pays them all."""
     import torch._dynamo  # noqa: F401
 
-    from hpsearch.train.data import FASHION_MNIST
+    from hpsearch.parts.data import FASHION_MNIST
 
     FASHION_MNIST.load({"dataset": "fashion_mnist", **src.fixed})
     with tempfile.TemporaryDirectory() as tmp:
@@ -535,7 +535,7 @@ def report(args: Any, rows: list[dict[str, Any]], full: Setup, src: Setup, start
         )
         + "completed source trial that fits the space (here the same space, so none are skipped; pruned and failed source trials are not imported). Imported values were measured "
         f"on {src.fixed.get('train_subset')} images over {src.epochs} epoch{'s' if src.epochs > 1 else ''}, below any full-setting value; the sampler sees them moved onto this study's scale "
-        "(hpsearch.study.WarmSampler: by the median gap of the re-evaluated configs' two values, or with top 0 of the two studies' medians), so TPE ranks the source's regions among this "
+        "(hpsearch.study.warmstart.WarmSampler: by the median gap of the re-evaluated configs' two values, or with top 0 of the two studies' medians), so TPE ranks the source's regions among this "
         f"study's own trials instead of below all of them, and only until {rows[0].get('warm_sampler_until')} of this study's own trials finished "
         "(warm_start.until, by default the sampler's start-up), after which it sees its own alone. Best, promote and the "
         "pruner's start-up use the study's own trials only.",

@@ -48,7 +48,7 @@ SMOKE = {"train_subset": 256, "val_subset": 200, "epochs": 1}
 
 
 def val_acc(config: dict[str, Any]) -> float:
-    from objectives.image_classification import train
+    from hpsearch.objectives.image_classification import train
 
     return float(train(dict(config), EpochCount())["val_acc"])
 

@@ -9,17 +9,13 @@ In a notebook::
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
+
+from hpsearch.base.version import __version__
 
 if TYPE_CHECKING:
     import optuna
     import pandas
-
-try:
-    __version__ = version("hpsearch")
-except PackageNotFoundError:  # a checkout that was not installed
-    __version__ = "0+unknown"
 
 __all__ = ["__version__", "load"]
 
@@ -30,8 +26,8 @@ def load(spec_path: str, storage: str | None = None, study: str | None = None) -
     flat config the objective got (``config_<key>``). ``storage``/``study`` override the spec's."""
     import pandas
 
-    from hpsearch.results import load_study
-    from hpsearch.spec import load_spec
+    from hpsearch.reading.results import load_study
+    from hpsearch.spec.loader import load_spec
 
     overrides = [f"{k}={v}" for k, v in (("storage", storage), ("study", study)) if v is not None]
     spec = load_spec(spec_path, overrides, check_objective=False)

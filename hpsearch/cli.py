@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from hpsearch.errors import UserError
-from hpsearch.registry import BACKENDS
-from hpsearch.text import fmt
+from hpsearch.base.errors import UserError
+from hpsearch.base.text import fmt
+from hpsearch.spec.registry import BACKENDS
 
 if TYPE_CHECKING:
-    from hpsearch.spec import Spec
-    from hpsearch.study import Summary
+    from hpsearch.spec.loader import Spec
+    from hpsearch.study.summary import Summary
 
 RESUME_HINT = "run the same command again to resume"
 RESUME_ANYWAY_FLAG = "--resume-anyway"
@@ -93,7 +93,7 @@ def spec_overrides(args: argparse.Namespace) -> list[str]:
 
 def load(args: argparse.Namespace, prepare: bool = False) -> Spec:
     """The spec, its objective checked; ``prepare``: a study starts (the objective's prepare hook runs)."""
-    from hpsearch.spec import load_spec
+    from hpsearch.spec.loader import load_spec
 
     return load_spec(args.spec, spec_overrides(args), prepare=prepare)
 
@@ -117,7 +117,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def check_warm_start(spec: Spec) -> None:
     """warm_start.study must be readable before the study is created (one line, nothing written)."""
     if spec.warm_start.study is not None:
-        from hpsearch.study import check_warm_start as check
+        from hpsearch.study.warmstart import check_warm_start as check
 
         check(spec)
 
@@ -125,7 +125,7 @@ def check_warm_start(spec: Spec) -> None:
 def resume_anyway(spec: Spec, args: argparse.Namespace) -> None:
     """--resume-anyway: the stored study takes this spec's definition (objective, metric, fixed values)."""
     if args.resume_anyway:
-        from hpsearch.study import adopt_definition
+        from hpsearch.study.definition import adopt_definition
 
         changed = adopt_definition(spec)
         if changed:
@@ -147,7 +147,7 @@ def ending(summary: Summary) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from hpsearch.describe import validate_spec
+    from hpsearch.tools.describe import validate_spec
 
     spec = load(args)
     print(validate_spec(spec, samples=args.samples))
@@ -155,7 +155,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_lr_find(args: argparse.Namespace) -> int:
-    from hpsearch import lrfind
+    from hpsearch.tools import lrfind
 
     spec = load(args)
     targets = lrfind.targets(spec)  # a spec lr-find cannot test fails here, before any training
@@ -175,13 +175,13 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
 
 def load_for_results(args: argparse.Namespace) -> Spec:
     """The spec without importing its objective: best/trials/report/dashboard only read the storage."""
-    from hpsearch.spec import load_spec
+    from hpsearch.spec.loader import load_spec
 
     return load_spec(args.spec, spec_overrides(args), check_objective=False)
 
 
 def cmd_best(args: argparse.Namespace) -> int:
-    from hpsearch import results
+    from hpsearch.reading import results
 
     spec = load_for_results(args)
     study = results.load_study(spec)
@@ -190,7 +190,7 @@ def cmd_best(args: argparse.Namespace) -> int:
 
 
 def cmd_trials(args: argparse.Namespace) -> int:
-    from hpsearch import results
+    from hpsearch.reading import results
 
     spec = load_for_results(args)
     study = results.load_study(spec)
@@ -206,11 +206,11 @@ def cmd_trials(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from hpsearch import results
+    from hpsearch.reading import export as exporting
 
-    args.overrides, config_sets = results.split_overrides(args.overrides)
+    args.overrides, config_sets = exporting.split_overrides(args.overrides)
     spec = load(args)
-    doc = results.export(spec, Path(args.out), args.trial, config_sets)
+    doc = exporting.export(spec, Path(args.out), args.trial, config_sets)
     src = doc["provenance"]
     shown = ", ".join(f"{m}={fmt(v)}" for m, v in (src["values"] or {}).items()) or src["reason"]
     print(f"exported trial {src['trial']} of {src['study']} ({shown}) to {args.out}")
@@ -219,11 +219,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from hpsearch import results, training
+    from hpsearch.reading import export as exporting
+    from hpsearch.tools import train_run as training
 
     doc = training.load_run_config(args.config, args.overrides)
     training.set_processes(doc, args.config, args.processes, args.devices)
-    run_dir = Path(args.out) if args.out else results.default_run_dir(doc)
+    run_dir = Path(args.out) if args.out else exporting.default_run_dir(doc)
     try:
         result = training.train(doc, run_dir, fresh=args.fresh, quiet=args.quiet)
     except KeyboardInterrupt:
@@ -246,7 +247,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from hpsearch import profile, results
+    from hpsearch.reading import export as exporting
+    from hpsearch.tools import profile
 
     variants = profile.parse_compare(args.compare) if args.compare else None  # bad text: one line before any work
     source = profile.resolve(args.target, args.trial)
@@ -258,22 +260,24 @@ def cmd_profile(args: argparse.Namespace) -> int:
     result = profile.profile_config(source, args.steps, Path(args.out) if args.out else None)
     print(f"{args.steps} steps profiled (after one warm-up step); host time per phase:")
     print(profile.profile_text(result))
-    trace, logdir = results.shown(result.trace), results.shown(result.trace.parent.parent)  # the plugin reads <logdir>/<run>/
+    trace, logdir = exporting.shown(result.trace), exporting.shown(result.trace.parent.parent)  # the plugin reads <logdir>/<run>/
     print(f"trace: {trace} (open in ui.perfetto.dev or chrome://tracing; TensorBoard: tensorboard --logdir {logdir})")
     return 0
 
 
 def cmd_promote(args: argparse.Namespace) -> int:
-    from hpsearch import results
+    from hpsearch.reading import export as exporting
+    from hpsearch.reading import results
+    from hpsearch.reruns import promote as promoting
 
-    args.overrides, config_sets = results.split_overrides(args.overrides)
+    args.overrides, config_sets = exporting.split_overrides(args.overrides)
     spec = load(args)
     out = Path(args.out) if args.out else None
-    done = results.promote(spec, args.top, args.seeds, args.seed_base, config_sets, out, quiet=args.quiet, queue_only=args.queue_only)
+    done = promoting.promote(spec, args.top, args.seeds, args.seed_base, config_sets, out, quiet=args.quiet, queue_only=args.queue_only)
     if done is None:
         print("queued; once workers have run them, run this command again (without --queue-only) to collect and export")
         return 0
-    header, rows = results.promote_table(done.candidates, done.metric, done.winner)
+    header, rows = promoting.promote_table(done.candidates, done.metric, done.winner)
     results.print_table(header, rows, title=f"{spec.study}: {len(done.candidates)} configs x {args.seeds} seeds (* = promoted)")
     w = done.winner
     print(f"promoted trial {w.trial.number}: {done.metric} {fmt(w.mean)} ± {fmt(w.std)} over {len(w.values)} seeds -> {done.out}")
@@ -282,7 +286,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from hpsearch import audit
+    from hpsearch.reruns import audit
 
     spec = load(args)
     doc = audit.audit(spec, args.pruned, args.seeds, quiet=args.quiet, queue_only=args.queue_only)
@@ -292,8 +296,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from hpsearch import results
-    from hpsearch.report import write_report
+    from hpsearch.reading import results
+    from hpsearch.report.page import write_report
 
     spec = load_for_results(args)
     out = Path(args.out) if args.out else spec.study_dir / "report"
@@ -303,7 +307,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from hpsearch.dashboard import start_dashboard
+    from hpsearch.reading.dashboard import start_dashboard
 
     spec = load_for_results(args)
     start_dashboard(spec.storage_url, host=args.host, port=args.port)
@@ -311,7 +315,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from hpsearch.status import show
+    from hpsearch.reading.status import show
 
     show(load_for_results(args), watch=args.watch, as_json=args.json)
     return 0
@@ -370,8 +374,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     spec = load(args, prepare=True)
     check_warm_start(spec)
     resume_anyway(spec, args)
-    from hpsearch.backends.optuna import machine_salt, run
-    from hpsearch.reruns import joined
+    from hpsearch.engine.optuna import machine_salt, run
+    from hpsearch.study.reruns import joined
 
     spec = joined(spec)  # --study NAME-promote / NAME-audit: that study's queued runs, pruner off
     summary = run(spec, quiet=args.quiet, seed_salt=machine_salt())
@@ -387,7 +391,7 @@ def version_lines(verbose: int) -> list[str]:
     their installed metadata (importing torch and ray would take seconds)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from hpsearch import __version__
+    from hpsearch.base.version import __version__
 
     lines = [f"hpsearch {__version__}"]
     for name in ("torch", "optuna", "ray") if verbose else ():
@@ -559,7 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from hpsearch.devices import passive_waits
+    from hpsearch.engine.devices import passive_waits
 
     passive_waits()  # OMP_WAIT_POLICY=PASSIVE before any command imports torch, unless the user set it
     parser = build_parser()
@@ -621,7 +625,7 @@ def _storage_error(exc: Exception) -> str | None:
     """A database that cannot be reached or written: one line, password redacted, no traceback."""
     if type(exc).__module__.split(".")[0] not in ("sqlalchemy", "optuna", "psycopg2", "psycopg", "sqlite3"):
         return None
-    from hpsearch.storage import redact
+    from hpsearch.study.storage import redact
 
     if type(exc).__name__ not in ("OperationalError", "InterfaceError", "StorageInternalError"):
         return None

@@ -2,7 +2,7 @@
 
 The same function runs a search trial and the final training run. Every config key is
 optional; `validate(config)` lists every problem at once without loading any data.
-Standalone: `python -m objectives.image_classification dataset=digits model=resnet8 epochs=10`
+Standalone: `python -m hpsearch.objectives.image_classification dataset=digits model=resnet8 epochs=10`
 
 | key                 | default   | meaning (unit)                                                        |
 |---------------------|-----------|-----------------------------------------------------------------------|
@@ -97,14 +97,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hpsearch.train.data import Data, build_data, prepare_dataset
-from hpsearch.train.distributed import local_device, rank_world, shard, wrap
-from hpsearch.train.early_stopping import EarlyStopping
-from hpsearch.train.loop import amp_dtype, evaluate, grad_scaler, prepare_process, train_epoch
-from hpsearch.train.models import build_model, is_convnet
-from hpsearch.train.optim import build_optimizer
-from hpsearch.train.schedules import build_scheduler
-from hpsearch.train.validate import DEFAULTS, validate
+from hpsearch.parts.data import Data, build_data, prepare_dataset
+from hpsearch.parts.data_parallel import local_device, rank_world, shard, wrap
+from hpsearch.parts.early_stopping import EarlyStopping
+from hpsearch.parts.loop import amp_dtype, evaluate, grad_scaler, prepare_process, train_epoch
+from hpsearch.parts.models import build_model, is_convnet
+from hpsearch.parts.optim import build_optimizer
+from hpsearch.parts.schedules import build_scheduler
+from hpsearch.parts.validate import DEFAULTS, validate
 
 
 def train(config: dict, reporter) -> dict[str, float]:
@@ -312,7 +312,7 @@ class _PrintReporter:
 
 
 if __name__ == "__main__":
-    from hpsearch.spec import parse_value  # key=value read as a spec reads it: weight_decay=5e-4 is a number
+    from hpsearch.spec.loader import parse_value  # key=value read as a spec reads it: weight_decay=5e-4 is a number
 
     overrides = dict(arg.split("=", 1) for arg in sys.argv[1:])
     start = time.perf_counter()

@@ -7,8 +7,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from hpsearch.audit import wilson
 from hpsearch.cli import main
+from hpsearch.reruns.audit import wilson
 
 LATE = Path(__file__).resolve().parent / "fixtures" / "late.py"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.devices import cpu_cores
+from hpsearch.base.cores import cpu_cores
 from tests.conftest import cli
 
 RECORDER = """

@@ -83,10 +83,10 @@ def test_python_m_hpsearch_is_the_console_script() -> None:
 
 
 def test_the_objectives_own_entry_reads_values_as_a_spec_does():
-    """`python -m objectives.image_classification key=value ...`: weight_decay=5e-4 is a number, as in a spec."""
+    """`python -m hpsearch.objectives.image_classification key=value ...`: weight_decay=5e-4 is a number, as in a spec."""
     args = ["dataset=digits", "model=mlp", "epochs=1", "weight_decay=5e-4", "lr=1e-2", "threads=1"]
     result = subprocess.run(
-        [sys.executable, "-m", "objectives.image_classification", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "hpsearch.objectives.image_classification", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "epoch   1 " in result.stdout and "'val_acc':" in result.stdout

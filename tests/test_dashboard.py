@@ -14,7 +14,7 @@ import optuna
 import pytest
 from PIL import Image
 
-from hpsearch.dashboard import dashboard_url, main, redact_url, start_dashboard
+from hpsearch.reading.dashboard import dashboard_url, main, redact_url, start_dashboard
 from tests.conftest import cli
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -69,7 +69,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     log = tmp / "dashboard.log"
     with log.open("w") as out:  # a file, not a pipe: access logs must never block the server
         proc = subprocess.Popen(
-            [sys.executable, "-m", "hpsearch.dashboard", storage, "--port", str(port)],
+            [sys.executable, "-m", "hpsearch.reading.dashboard", storage, "--port", str(port)],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=REPO,
@@ -154,7 +154,7 @@ def test_dashboard_refuses_a_missing_sqlite_file(tmp_path: Path, capsys: pytest.
 def test_start_dashboard_prints_url_without_password(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import optuna_dashboard
 
-    from hpsearch import storage
+    from hpsearch.study import storage
 
     opened: list[str] = []
     served: list[tuple[object, str, int]] = []

@@ -20,7 +20,7 @@ import torch
 import yaml
 
 from hpsearch.cli import main
-from hpsearch.reporter import Reporter
+from hpsearch.trial.reporter import Reporter
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILTIN = f"{ROOT / 'objectives' / 'image_classification.py'}:train"
@@ -65,8 +65,8 @@ def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 
 
 def test_train_stops_early_and_keeps_the_best_epochs_weights(tmp_path, capsys):
-    from hpsearch.train.loop import evaluate
-    from objectives.image_classification import build
+    from hpsearch.parts.loop import evaluate
+    from hpsearch.objectives.image_classification import build
 
     run_dir = tmp_path / "run"
     assert main(["train", str(write_config(tmp_path / "c.yaml")), "-o", str(run_dir)]) == 0
@@ -152,7 +152,7 @@ class _Recorder:
 
 @pytest.mark.parametrize(("every", "saved"), [(1, [1, 2, 3]), (2, [2, 3]), (0, [])])
 def test_checkpoint_every_k_epochs_and_at_the_last(every, saved):
-    from objectives.image_classification import train
+    from hpsearch.objectives.image_classification import train
 
     reporter = _Recorder()
     config = {**CONFIG, "epochs": 3, "early_stopping": None, "save_model": False, "train_subset": 300}

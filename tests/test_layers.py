@@ -1,5 +1,6 @@
-"""The package's imports point one way: no module imports one that imports it back, and the
-two engines never import each other (ARCHITECTURE.md)."""
+"""The package's imports point down the layers of ARCHITECTURE.md: a module imports only
+modules of its own layer or of lower ones, never one that imports it back, and the two
+engines never import each other."""
 
 from __future__ import annotations
 
@@ -11,10 +12,33 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "hpsearch"
 
+# Bottom to top. A module may import its own layer and the layers before it, nothing after.
+LAYERS = [
+    "hpsearch.base",  # errors, text, cores: what every layer uses
+    "hpsearch.parts",  # reusable training parts (the built-in objective in objectives/ is built from them)
+    "hpsearch.spec",  # typed spec, parameter tree, registries, objective loader
+    "hpsearch.trial",  # run one objective: reporter, TensorBoard, ranks
+    "hpsearch.study",  # the shared study: open, counts, definition, warm start, storage, liveness
+    "hpsearch.engine",  # optuna and ray backends, slots, devices
+    "hpsearch.reading",  # results, export, status, dashboard
+    "hpsearch.reruns",  # promote and audit
+    "hpsearch.report",  # plots, importances, the page
+    "hpsearch.tools",  # train run, profile, lr-find, describe
+    "hpsearch.cli",  # parse, load the spec, call one library function
+    "hpsearch",  # the package's own __init__ and __main__
+]
+
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer(module: str) -> int:
+    """Index in LAYERS of the longest prefix that names the module's layer."""
+    matches = [i for i, name in enumerate(LAYERS) if module == name or module.startswith(name + ".")]
+    assert matches, f"{module} is in no layer: add it to LAYERS"
+    return max(matches, key=lambda i: len(LAYERS[i]))
 
 
 def imports(path: Path) -> set[str]:
@@ -36,9 +60,13 @@ def imports(path: Path) -> set[str]:
     return found
 
 
-def graph() -> dict[str, set[str]]:
+def graph(typing_too: bool = False) -> dict[str, set[str]]:
     files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
     return {name: {m for m in imports(path) if m in files and m != name} for name, path in files.items()}
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets if layer(b) > layer(a))
 
 
 def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
@@ -63,9 +91,19 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def test_every_import_points_down_the_layers():
+    edges = graph()
+    assert "hpsearch.engine.optuna" in edges and "hpsearch.study.open" in edges
+    assert upward(edges) == []
+
+
+def test_the_layer_check_finds_a_planted_upward_import():
+    edges = {"hpsearch.spec.loader": {"hpsearch.engine.optuna"}, "hpsearch.engine.optuna": {"hpsearch.spec.loader"}}
+    assert upward(edges) == ["hpsearch.spec.loader -> hpsearch.engine.optuna"]
+
+
 def test_the_import_graph_has_no_cycle():
     edges = graph()
-    assert "hpsearch.backends.optuna" in edges and "hpsearch.study" in edges
     assert find_cycle(edges) is None, " -> ".join(find_cycle(edges) or [])
 
 
@@ -73,26 +111,52 @@ def test_the_cycle_finder_finds_a_planted_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
-def test_backends_never_import_each_other_and_lower_layers_import_no_backend():
+def test_backends_never_import_each_other():
     edges = graph()
-    backends = {m for m in edges if m.startswith("hpsearch.backends.")}
+    backends = {"hpsearch.engine.optuna", "hpsearch.engine.ray"}
     for name in backends:
         assert not edges[name] & backends, f"{name} imports {edges[name] & backends}"
-    for lower in (
-        "hpsearch.study",
-        "hpsearch.liveness",
-        "hpsearch.slots",
-        "hpsearch.devices",
-        "hpsearch.storage",
-        "hpsearch.spec",
-        "hpsearch.registry",
-        "hpsearch.trial",
-        "hpsearch.reporter",
-    ):
-        assert not edges[lower] & backends, f"{lower} imports a backend: {edges[lower] & backends}"
 
 
-@pytest.mark.parametrize("module", ["hpsearch.cli", "hpsearch.spec", "hpsearch.registry"])
+def test_type_only_imports_make_no_loop_either():
+    """A loop through ``if TYPE_CHECKING:`` imports is still a loop a reader must untangle."""
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    edges = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text())
+        found = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and n.module in files}
+        edges[name] = found - {name}
+    assert find_cycle(edges) is None, " -> ".join(find_cycle(edges) or [])
+
+
+def test_optuna_private_names_stay_in_storage():
+    """Optuna's private API (``_trial_id``, ``_storage``, ``optuna.storages._rdb``...) is used in
+    hpsearch/study/storage.py only, so an Optuna upgrade breaks one file."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "storage.py":
+            continue
+        for n in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(n, ast.Attribute)
+                and ast.unparse(n.value) != "self"
+                and n.attr in {"_trial_id", "_storage", "_study_id", "_get_trials", "_cached_frozen_trial"}
+            ):
+                offenders.append(f"{path.relative_to(ROOT)}:{n.lineno} .{n.attr}")
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("optuna") and "._" in n.module:
+                offenders.append(f"{path.relative_to(ROOT)}:{n.lineno} {n.module}")
+    assert offenders == []
+
+
+def test_objectives_use_only_the_training_parts_and_the_spec():
+    """The built-in recipe is user-side code: it may use hpsearch.parts, .base and .spec's value
+    parser, never the engine."""
+    for path in (ROOT / "objectives").rglob("*.py"):
+        for m in imports(path):
+            assert layer(m) <= LAYERS.index("hpsearch.spec"), f"{path.name} imports {m}"
+
+
+@pytest.mark.parametrize("module", ["hpsearch.cli", "hpsearch.spec.loader", "hpsearch.spec.registry"])
 def test_commands_that_do_not_train_do_not_import_torch_or_ray(module):
     import subprocess
     import sys
@@ -100,3 +164,12 @@ def test_commands_that_do_not_train_do_not_import_torch_or_ray(module):
     code = f"import sys, {module}; print(sorted(m for m in ('torch', 'ray') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_pyproject_lists_every_package_and_installs_objectives_under_hpsearch():
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {module_name(p) for p in PACKAGE.rglob("__init__.py")}
+    assert set(setuptools["packages"]) == on_disk | {"hpsearch.objectives"}
+    assert setuptools["package-dir"] == {"hpsearch.objectives": "objectives"}

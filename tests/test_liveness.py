@@ -1,4 +1,4 @@
-"""Liveness is observed, not guessed: the rules of hpsearch.liveness on a real SQLite study,
+"""Liveness is observed, not guessed: the rules of hpsearch.study.liveness on a real SQLite study,
 with a fake clock for the grace period."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpsearch.errors import UserError
-from hpsearch.liveness import BEAT, HOST, PROCESS, UNWATCHED, Observer, check, identity, intervals, local_verdict, settle, stamp
-from hpsearch.storage import open_storage, set_attrs
+from hpsearch.base.errors import UserError
+from hpsearch.study.liveness import BEAT, HOST, PROCESS, UNWATCHED, Observer, check, identity, intervals, local_verdict, settle, stamp
+from hpsearch.study.storage import open_storage, set_attrs
 
 
 class Clock:

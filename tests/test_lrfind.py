@@ -7,7 +7,7 @@ import re
 import pytest
 
 from hpsearch.cli import main
-from hpsearch.spec import load_spec
+from hpsearch.spec.loader import load_spec
 from tests.conftest import cli
 
 SPEC = """\

@@ -12,14 +12,14 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpsearch import devices
+from hpsearch.base.errors import UserError
 from hpsearch.cli import main
-from hpsearch.devices import Slot, gpu_memory, in_process, plan_slots
-from hpsearch.errors import UserError
-from hpsearch.packing import Packer, Peak, Probe, Size, fits, plan, trial_mb
-from hpsearch.progress import Progress
-from hpsearch.slots import Pool, SlotProcess, Watch, packer_for
-from hpsearch.spec import Resources, Spec
+from hpsearch.engine import devices
+from hpsearch.engine.devices import Slot, gpu_memory, in_process, plan_slots
+from hpsearch.engine.packing import Packer, Peak, Probe, Size, fits, plan, trial_mb
+from hpsearch.engine.slots import Pool, SlotProcess, Watch, packer_for
+from hpsearch.spec.loader import Resources, Spec
+from hpsearch.study.progress import Progress
 from tests.conftest import ROOT
 
 MEMORY = ROOT / "tests" / "fixtures" / "memory.py"
@@ -54,7 +54,7 @@ def test_the_cap_bounds_the_slots_and_the_plan_says_so():
 
 
 def test_an_mlps_width_is_its_widest_hidden_layer():
-    from hpsearch.packing import size_of
+    from hpsearch.engine.packing import size_of
 
     assert size_of({"batch_size": 64, "model": "mlp", "mlp_hidden": [512, 128]}) == Size(64, 512)
     assert size_of({"batch_size": 64, "width": 32, "mlp_hidden": [512]}) == Size(64, 32)  # a convnet's width wins

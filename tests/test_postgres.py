@@ -122,7 +122,7 @@ def test_reading_a_study_from_an_empty_database_is_one_line(postgres_url, tmp_pa
 OPEN_WHEN_TOLD = """
 import sys, time
 from pathlib import Path
-from hpsearch.storage import open_storage
+from hpsearch.study.storage import open_storage
 go = Path(sys.argv[2])
 while not go.exists():
     time.sleep(0.002)

@@ -22,7 +22,7 @@ CONFIG = {"dataset": "digits", "model": "mlp", "epochs": 2, "batch_size": 32, "s
 
 SPEC = """
 study: prof
-objective: objectives.image_classification:train
+objective: hpsearch.objectives.image_classification:train
 output: {out}
 budget: {{trials: 2}}
 pruner: none

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from hpsearch.cli import main
-from hpsearch.results import Candidate, pick
+from hpsearch.reruns.promote import Candidate, pick
 
 SEEDED = Path(__file__).resolve().parent / "fixtures" / "seeded.py"
 

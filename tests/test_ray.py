@@ -15,7 +15,7 @@ import pytest
 import yaml
 from optuna.trial import TrialState
 
-from hpsearch.spec import load_spec
+from hpsearch.spec.loader import load_spec
 from tests.conftest import ROOT, cli, free_port
 
 RECORD = ROOT / "tests" / "fixtures" / "record.py"
@@ -160,7 +160,7 @@ def test_pbt_checkpoints_travel_with_their_epoch_whichever_order_the_objective_u
     import torch
     from ray import tune
 
-    from hpsearch.backends.ray import RayReporter
+    from hpsearch.engine.ray import RayReporter
 
     sent: list[tuple[int, int | None]] = []
 
@@ -200,7 +200,7 @@ def test_pbt_checkpoints_travel_with_their_epoch_whichever_order_the_objective_u
 def test_pbt_perturbs_top_level_parameters_and_keeps_each_trials_optuna_number(tmp_path):
     from types import SimpleNamespace
 
-    from hpsearch.backends.ray import KEY, build_scheduler
+    from hpsearch.engine.ray import KEY, build_scheduler
 
     spec_path = tmp_path / "pbt.yaml"
     spec_path.write_text(f"""
@@ -224,8 +224,8 @@ space:
 
 
 def test_trial_resources_follow_the_spec_and_the_cluster():
-    from hpsearch.backends.ray import concurrent_trials, trial_resources
-    from hpsearch.spec import Spec
+    from hpsearch.engine.ray import concurrent_trials, trial_resources
+    from hpsearch.spec.loader import Spec
 
     shared = Spec(study="r", resources={"trials_per_gpu": 2, "cpus_per_trial": 0.5})
     assert trial_resources(shared, cluster_gpus=4) == {"cpu": 0.5, "gpu": 0.5}
@@ -275,7 +275,7 @@ space:
 def test_an_outcome_reads_back_from_ray_error_text_whatever_the_quoting():
     """Ray's error text may hold the message as a repr: with a ' in the reason, the repr escapes
     the JSON's double quotes (a misnamed metric's reason crashed the driver that way)."""
-    from hpsearch.backends.ray import Recorder, ended_text
+    from hpsearch.engine.ray import Recorder, ended_text
 
     ended = {"state": "failed", "reason": "failed: the first report has no 'score' (the spec's metric:)", "contract_error": True}
     for error in (ended_text(ended), repr(RuntimeError(ended_text(ended))), f"Traceback ...\nTrialEnded: {ended_text(ended)!r}\n"):

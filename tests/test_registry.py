@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
+from hpsearch.base.errors import SpecError
 from hpsearch.cli import build_parser
-from hpsearch.errors import SpecError
-from hpsearch.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS, TABLES, table
-from hpsearch.spec import load_spec
+from hpsearch.spec.loader import load_spec
+from hpsearch.spec.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS, TABLES, table
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("key", list(TABLES))
 def test_the_readme_shows_each_registry_as_it_is(key):
-    assert table(TABLES[key], key) in (ROOT / "README.md").read_text(), f"README out of date: python -m hpsearch.registry prints {key}"
+    assert table(TABLES[key], key) in (ROOT / "README.md").read_text(), f"README out of date: python -m hpsearch.spec.registry prints {key}"
 
 
 @pytest.mark.parametrize(

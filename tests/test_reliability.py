@@ -19,7 +19,7 @@ import optuna
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
-from hpsearch.storage import open_storage
+from hpsearch.study.storage import open_storage
 from tests.conftest import ROOT, cli
 
 FAULTY = ROOT / "tests" / "fixtures" / "faulty.py"

@@ -10,8 +10,8 @@ import optuna
 import pytest
 from PIL import Image
 
-from hpsearch.report import PARALLEL_PARAMS, write_report
-from hpsearch.space import parse_space
+from hpsearch.report.page import PARALLEL_PARAMS, write_report
+from hpsearch.spec.space import parse_space
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

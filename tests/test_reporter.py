@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hpsearch.reporter import Diverged, Pruned, Reporter
+from hpsearch.trial.reporter import Diverged, Pruned, Reporter
 
 
 def scalars(folder):

@@ -10,9 +10,10 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+from hpsearch.reading.results import print_table
 
 from hpsearch.cli import main
-from hpsearch.results import print_table, provenance
+from hpsearch.reading.export import provenance
 
 # Three trials in a fixed order: 0 is the best (lr=0.01), 1 fails at epoch 1, 2 completes.
 TOY_SPEC = """
@@ -160,7 +161,7 @@ def test_export_header_promises_checkpoints_only_for_the_builtin_objective(toy, 
     head = [line for line in (tmp_path / "best.yaml").read_text().splitlines() if line.startswith("#")]
     assert code == 0 and "checkpoints each epoch" not in "\n".join(head) and "the weights" not in "\n".join(head)
     assert "resumes from a checkpoint" in "\n".join(head) and "when the objective saves one (reporter.save_checkpoint)" in "\n".join(head)
-    from hpsearch.results import header
+    from hpsearch.reading.export import header
 
     builtin = header({"provenance": {"study": "s", "trial": 0, "full_run": {"save_model": True}}, "output": "runs"}, Path("b.yaml"))
     assert "checkpoints each epoch" in builtin and "the weights" in builtin

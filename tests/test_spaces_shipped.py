@@ -13,13 +13,13 @@ import pytest
 import torch
 import yaml
 
-from hpsearch.spec import load_spec
-from hpsearch.train.data import DATASETS
-from objectives.image_classification import train, validate
+from hpsearch.parts.data import DATASETS
+from hpsearch.spec.loader import load_spec
+from hpsearch.objectives.image_classification import train, validate
 from tests.conftest import ROOT
 
 SPACES = sorted((ROOT / "spaces").glob("*.yaml"))
-BUILTIN = [p for p in SPACES if "objectives.image_classification:train" in p.read_text()]
+BUILTIN = [p for p in SPACES if "hpsearch.objectives.image_classification:train" in p.read_text()]
 EXPORTING = [p for p in BUILTIN if "hpsearch export" in p.read_text()]
 
 
@@ -74,7 +74,7 @@ def test_the_searched_metric_comes_back_from_one_short_trial(path: Path) -> None
 
 
 def test_the_quickstart_header_states_the_real_split() -> None:
-    from hpsearch.train.data import build_data
+    from hpsearch.parts.data import build_data
 
     spec = load_spec(ROOT / "spaces" / "quickstart.yaml")
     config = spec.config_for(spec.tree.representative_configs()[0])

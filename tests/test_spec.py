@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.errors import SpecError
-from hpsearch.spec import load_spec
+from hpsearch.base.errors import SpecError
+from hpsearch.spec.loader import load_spec
 from tests.conftest import ROOT
 
 SPACES = sorted((ROOT / "spaces").glob("*.yaml"))

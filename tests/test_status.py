@@ -22,10 +22,10 @@ import pytest
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.cli import main
-from hpsearch.liveness import BEAT, PROCESS
-from hpsearch.spec import Spec
-from hpsearch.status import BeatWatch, Running, eta, heartbeat_text, workers
-from hpsearch.storage import open_storage, set_attrs
+from hpsearch.reading.status import BeatWatch, Running, eta, heartbeat_text, workers
+from hpsearch.spec.loader import Spec
+from hpsearch.study.liveness import BEAT, PROCESS
+from hpsearch.study.storage import open_storage, set_attrs
 from tests.conftest import ROOT, TOY, cli
 
 # Trials in a fixed order: 0 completes (best, lr=0.01), 1 fails at epoch 1, 2 completes;
@@ -196,7 +196,7 @@ def test_watch_on_a_terminal_redraws_in_place_until_ctrl_c(spec: Path):
 def test_watch_keeps_the_last_read_when_a_refresh_fails(spec: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
     import sqlalchemy.exc
 
-    from hpsearch import status as module
+    from hpsearch.reading import status as module
 
     real, reads, sleeps = module.gather, [], []
 

@@ -6,8 +6,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from hpsearch.errors import UserError
-from hpsearch.storage import count_states, open_storage, redact, set_attrs, sqlite_path
+from hpsearch.base.errors import UserError
+from hpsearch.study.storage import count_states, open_storage, redact, set_attrs, sqlite_path
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_ending_a_running_trial_is_decided_once_when_two_processes_race(tmp_path
     """Two processes that both see a dead trial both try to end it; exactly one may (it queues the retry)."""
     import threading
 
-    from hpsearch.storage import end_trial
+    from hpsearch.study.storage import end_trial
 
     url = f"sqlite:///{tmp_path / 'race.db'}"
     study = optuna.create_study(storage=open_storage(url), study_name="race")
@@ -97,7 +97,7 @@ class _Orig(Exception):
 
 def _failing_then(monkeypatch, errors: list[Exception]) -> list[int]:
     """Storage() raises each of ``errors`` in turn, then succeeds; returns the attempt counter."""
-    import hpsearch.storage as storage_module
+    import hpsearch.study.storage as storage_module
 
     calls = [0]
 
@@ -118,7 +118,7 @@ def test_losing_the_race_to_create_postgres_tables_is_retried(monkeypatch, sqlst
     loser's CREATE TABLE fails with duplicate_table (a ProgrammingError, not an IntegrityError)."""
     import sqlalchemy.exc
 
-    from hpsearch.storage import _create
+    from hpsearch.study.storage import _create
 
     calls = _failing_then(monkeypatch, [sqlalchemy.exc.ProgrammingError("CREATE TABLE studies", {}, _Orig(sqlstate))])
     assert _create("postgresql://h/db", {}, sqlite=False, read_only=False) == "storage"
@@ -128,7 +128,7 @@ def test_losing_the_race_to_create_postgres_tables_is_retried(monkeypatch, sqlst
 def test_other_postgres_errors_are_not_retried(monkeypatch):
     import sqlalchemy.exc
 
-    from hpsearch.storage import _create
+    from hpsearch.study.storage import _create
 
     denied = sqlalchemy.exc.ProgrammingError("CREATE TABLE studies", {}, _Orig("42501"))  # insufficient_privilege
     calls = _failing_then(monkeypatch, [denied])

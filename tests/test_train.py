@@ -52,8 +52,8 @@ def study(tmp_path_factory) -> tuple[Path, dict]:
 
 
 def _best(spec: Path) -> dict:
-    from hpsearch import results
-    from hpsearch.spec import load_spec
+    from hpsearch.reading import results
+    from hpsearch.spec.loader import load_spec
 
     s = load_spec(spec, check_objective=False)
     return results.best_json(results.load_study(s), s)["best"][0]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hpsearch.reporter import Reporter
-from hpsearch.trial import COMPLETE, FAILED, PRUNED, run_trial, split_micro_batch
+from hpsearch.trial.reporter import Reporter
+from hpsearch.trial.run import COMPLETE, FAILED, PRUNED, run_trial, split_micro_batch
 from tests.fixtures.faulty import crash, oom
 
 

@@ -154,7 +154,7 @@ def test_not_found_errors_name_the_absolute_path_they_tried(tmp_path):
 
 
 def test_shipped_spaces_write_to_the_runs_folder_of_the_checkout():
-    from hpsearch.spec import load_spec
+    from hpsearch.spec.loader import load_spec
 
     elsewhere = {}
     for path in sorted((ROOT / "spaces").glob("*.yaml")):

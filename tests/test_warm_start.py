@@ -195,7 +195,8 @@ def _trial(x: float, value: float, **attrs: object):
 
 
 def test_import_shift_comes_from_the_re_evaluated_configs_then_from_medians():
-    from hpsearch.study import IMPORTED_FROM, import_shift
+    from hpsearch.study.counts import IMPORTED_FROM
+    from hpsearch.study.warmstart import import_shift
 
     imported = [_trial(0.1 * i, 0.70 + 0.01 * i, **{IMPORTED_FROM: {"study": "s", "trial": i}}) for i in range(10)]
     assert import_shift([]) == []
@@ -212,7 +213,8 @@ def test_tpe_behind_the_warm_sampler_keeps_the_earlier_good_region():
     must stay among TPE's good ones once this study's own (mediocre, x near 0.1) trials finish."""
     import optuna
 
-    from hpsearch.study import IMPORTED_FROM, WarmSampler
+    from hpsearch.study.counts import IMPORTED_FROM
+    from hpsearch.study.warmstart import WarmSampler
 
     def fill(study: optuna.Study) -> None:
         for i in range(20):  # the earlier study: value rises with x
@@ -238,7 +240,8 @@ def test_imported_trials_inform_the_sampler_until_enough_own_trials_completed():
     this study's trials alone, even where the earlier study ranked the space otherwise."""
     import optuna
 
-    from hpsearch.study import IMPORTED_FROM, WarmSampler, _ShiftedView
+    from hpsearch.study.counts import IMPORTED_FROM
+    from hpsearch.study.warmstart import WarmSampler, _ShiftedView
 
     def fill(study: optuna.Study) -> None:
         for i in range(30):  # the earlier study: value rises with x (its setting favoured large x)
@@ -265,7 +268,8 @@ def test_imported_trials_inform_the_sampler_until_enough_own_trials_completed():
 def test_pruned_own_trials_count_toward_until_as_tpe_counts_its_start_up():
     import optuna
 
-    from hpsearch.study import IMPORTED_FROM, _ShiftedView
+    from hpsearch.study.counts import IMPORTED_FROM
+    from hpsearch.study.warmstart import _ShiftedView
 
     study = optuna.create_study(direction="maximize")
     for i in range(5):
@@ -285,7 +289,7 @@ def test_pruned_own_trials_count_toward_until_as_tpe_counts_its_start_up():
 
 
 def test_until_defaults_to_the_samplers_start_up(write_spec):
-    from hpsearch.spec import load_spec
+    from hpsearch.spec.loader import load_spec
 
     def until(sampler: str, warm: str) -> int:
         text = TARGET.replace("sampler: {{name: tpe, seed: 0}}", sampler).replace("{{study: small, top: 1}}", warm)
@@ -300,8 +304,9 @@ def test_until_defaults_to_the_samplers_start_up(write_spec):
 def test_the_study_samples_through_the_warm_sampler_with_the_specs_until(source, write_spec):
     import optuna
 
-    from hpsearch.spec import load_spec
-    from hpsearch.study import WarmSampler, open_study
+    from hpsearch.spec.loader import load_spec
+    from hpsearch.study.open import open_study
+    from hpsearch.study.warmstart import WarmSampler
 
     spec = load_spec(write_spec(TARGET.replace("{{study: small, top: 1}}", "{{study: small, until: 4}}"), "until.yaml"))
     with contextlib.redirect_stdout(io.StringIO()):

@@ -12,10 +12,11 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from hpsearch.base.cores import cpu_cores
+from hpsearch.base.errors import UserError
 from hpsearch.cli import main
-from hpsearch.devices import cpu_cores, plan_slots, threads_notice
-from hpsearch.errors import UserError
-from hpsearch.spec import Resources, Spec
+from hpsearch.engine.devices import plan_slots, threads_notice
+from hpsearch.spec.loader import Resources, Spec
 from tests.conftest import ROOT, TOY, cli
 
 RECORD = ROOT / "tests" / "fixtures" / "record.py"

@@ -10,8 +10,8 @@ import pytest
 import torch
 from PIL import Image
 
-from hpsearch.train import data as data_module
-from hpsearch.train.data import (
+from hpsearch.parts import data as data_module
+from hpsearch.parts.data import (
     BatchTransform,
     Split,
     TensorLoader,
@@ -20,7 +20,7 @@ from hpsearch.train.data import (
     random_crop,
     random_hflip,
 )
-from objectives.image_classification import train
+from hpsearch.objectives.image_classification import train
 
 CPU = torch.device("cpu")
 TINY = {"model": "mlp", "mlp_hidden": [16], "batch_size": 8, "epochs": 1, "evaluate_test": True}
@@ -251,7 +251,7 @@ def test_val_and_test_subsets_leave_the_other_splits_alone() -> None:
 def test_carving_subsets_in_one_copy_keeps_the_very_images_of_carve_then_subsample(train_n, val_n) -> None:
     """build_data indexes the loaded split once (carve_subsets); the images must be those the
     two-step carve + subsample picks, so earlier studies' subsets stay the same."""
-    from hpsearch.train.data import carve, carve_subsets, subsample
+    from hpsearch.parts.data import carve, carve_subsets, subsample
 
     gen = torch.Generator().manual_seed(0)
     data = Split(torch.randint(0, 256, (1000, 1, 4, 4), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (1000,), generator=gen))

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hpsearch.train.models import MODELS, build_model, is_convnet, model_problems
+from hpsearch.parts.models import MODELS, build_model, is_convnet, model_problems
 
 
 def n_params(model: torch.nn.Module) -> int:

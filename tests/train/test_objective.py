@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import objectives.image_classification as recipe
-from hpsearch.train.models import build_model
-from hpsearch.train.validate import DEFAULTS
+import hpsearch.objectives.image_classification as recipe
+from hpsearch.parts.models import build_model
+from hpsearch.parts.validate import DEFAULTS
 
 EPOCH_KEYS = {"train_loss", "val_loss", "val_acc", "lr", "samples_per_s", "epoch_time_s", "peak_mem_mb"}
 SMALL = {"dataset": "digits", "model": "mlp", "mlp_hidden": [32], "batch_size": 64, "lr": 0.05, "seed": 3}
@@ -142,6 +142,6 @@ def test_every_config_key_is_documented_in_the_recipe_table() -> None:
 
 @pytest.mark.slow
 def test_objective_imports_neither_optuna_nor_ray() -> None:
-    code = "import sys, objectives.image_classification; print(sorted({'optuna', 'ray'} & set(sys.modules)))"
+    code = "import sys, hpsearch.objectives.image_classification; print(sorted({'optuna', 'ray'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).resolve().parents[2])
     assert out.stdout.strip() == "[]"

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hpsearch.train.models import build_model
-from hpsearch.train.optim import OPTIMIZERS, build_optimizer
+from hpsearch.parts.models import build_model
+from hpsearch.parts.optim import OPTIMIZERS, build_optimizer
 
 CPU = torch.device("cpu")
 

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from hpsearch.train.schedules import SCHEDULES, LrCurve, build_scheduler, lr_factor, make_curve
+from hpsearch.parts.schedules import SCHEDULES, LrCurve, build_scheduler, lr_factor, make_curve
 
 SPE, EPOCHS = 10, 10  # optimizer steps per epoch, epochs
 TOTAL, WARMUP = SPE * EPOCHS, 2 * SPE

@@ -1,0 +1,572 @@
+"""YAML spec -> typed ``Spec``. Every problem is collected and raised once, naming file and key.
+
+Validation order: YAML syntax, then the schema (types, unknown keys with a did-you-mean,
+ranges), then the space tree, then cross-field checks, then the objective (importable,
+and its own ``validate`` on one config per choice option). Nothing touches storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import os
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic_core import ErrorDetails
+
+from hpsearch.base.errors import SpecError
+from hpsearch.base.text import did_you_mean
+from hpsearch.spec.objective import BUILTIN, load_objective
+from hpsearch.spec.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS
+from hpsearch.spec.space import Const, Space, parse_space
+
+Direction = Literal["maximize", "minimize"]
+if TYPE_CHECKING:  # the registries' keys are known only at run time: a type checker sees a str
+    SamplerName: TypeAlias = str
+    PrunerName: TypeAlias = str
+    BackendName: TypeAlias = str
+    SchedulerName: TypeAlias = str
+else:  # pydantic checks the name against the registry (and the error lists the names)
+    SamplerName = Literal[tuple(SAMPLERS)]
+    PrunerName = Literal[tuple(PRUNERS)]
+    BackendName = Literal[tuple(BACKENDS)]
+    SchedulerName = Literal[tuple(RAY_SCHEDULERS)]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Budget(Section):
+    trials: int = Field(20, ge=1)  # finished trials (completed + pruned) the study aims for, across resumes
+    timeout: float | None = Field(None, gt=0)  # seconds of wall time for this invocation
+    max_failures: int | None = Field(5, ge=1)  # stop after this many failed trials in a row (null: never)
+
+
+class SamplerSpec(Section):
+    name: SamplerName | None = None  # default: tpe, or nsga2 for several metrics
+    seed: int | None = None
+    startup_trials: int | None = Field(None, ge=0)  # random trials before the model kicks in (tpe, gp, cmaes)
+    population_size: int | None = Field(None, ge=2)  # nsga2
+
+
+class PrunerSpec(Section):
+    name: PrunerName = "median"
+    warmup_epochs: int = Field(1, ge=0)  # epochs a trial always runs before it may be pruned
+    startup_trials: int = Field(5, ge=0)  # trials that finish unpruned before pruning starts (median, percentile)
+    interval_epochs: int = Field(1, ge=1)
+    percentile: float = Field(25.0, gt=0, lt=100)  # percentile pruner: keep trials above this percentile
+    reduction_factor: int | None = Field(None, ge=2)  # successive_halving (4), hyperband (3)
+    max_epochs: int | None = Field(None, ge=1)  # hyperband's max resource; defaults to fixed.epochs
+
+
+class Resources(Section):
+    # Trial slots run at once on this machine; null: one per GPU share (GPUs x trials_per_gpu), or 1 without GPUs.
+    workers: int | None = Field(None, ge=1)
+    gpus_per_trial: float = Field(1, ge=0)  # devices per trial: 1, 2, ... or a share (0.5 = two trials per GPU); 0 = CPU only
+    trials_per_gpu: int | Literal["auto"] = 1  # slots sharing one device (same as gpus_per_trial: 1/k); auto: by measured memory
+    gpus: list[int] | None = None  # device indices to use; default all visible
+    cpus_per_trial: float | None = Field(None, gt=0)  # threads per trial (Ray: CPUs); default cores // slots
+    memory_margin: float = Field(0.15, ge=0, lt=1)  # trials_per_gpu: auto: share of a GPU's free memory left unused
+    trials_per_gpu_max: int = Field(4, ge=1)  # trials_per_gpu: auto: most slots on one GPU
+
+    @property
+    def per_gpu(self) -> int:
+        """Slots per GPU at the start: trials_per_gpu, or 1 with auto (packing.py adds more once peaks are measured)."""
+        return 1 if self.trials_per_gpu == "auto" else self.trials_per_gpu
+
+    @field_validator("gpus_per_trial")
+    @classmethod
+    def _whole_or_share(cls, value: float) -> float:
+        if value > 1 and not float(value).is_integer():
+            raise ValueError("must be a whole number of GPUs (1, 2, ...) or a share below 1 (0.5, 0.25)")
+        return value
+
+    @field_validator("trials_per_gpu", mode="before")
+    @classmethod
+    def _count_or_auto(cls, value: Any) -> Any:
+        if value == "auto" or (isinstance(value, int) and value >= 1):  # a bool is an int: true stays 1, as before auto
+            return value
+        if isinstance(value, float) and value.is_integer() and value >= 1:
+            return int(value)
+        hint = "; did you mean 'auto'?" if isinstance(value, str) and difflib.get_close_matches(value.lower(), ["auto"]) else ""
+        raise ValueError(f"must be a whole number of trials >= 1 or auto, got {value!r}{hint}")
+
+    @field_validator("trials_per_gpu")
+    @classmethod
+    def _one_way_to_share(cls, value: int | str, info: ValidationInfo) -> int | str:
+        share = info.data.get("gpus_per_trial", 1)
+        if value != 1 and 0 < share < 1:
+            raise ValueError("set either trials_per_gpu or gpus_per_trial (a share like 0.5), not both")
+        if value == "auto" and share > 1:
+            raise ValueError(f"auto packs one-GPU trials by memory; it needs gpus_per_trial: 1, got gpus_per_trial={share:g}")
+        return value
+
+    @field_validator("gpus")
+    @classmethod
+    def _indices(cls, value: list[int] | None) -> list[int] | None:
+        if value is not None and (not value or min(value) < 0 or len(set(value)) != len(value)):
+            raise ValueError("must be distinct device indices >= 0, e.g. [0, 2, 3]")
+        return value
+
+
+DEFAULT_WARM_UNTIL = 10  # warm_start.until when neither it nor sampler.startup_trials is set: TPE's and GP's random start-up
+
+
+class WarmStart(Section):
+    """``warm_start:`` as a mapping: learn from an earlier study (a list is the ``configs`` alone)."""
+
+    study: str | None = Field(None, min_length=1)  # earlier study whose finished trials are imported when this study is created
+    storage: str | None = None  # where it is; default: this spec's storage:, else <output>/<study>/study.db
+    top: int = Field(0, ge=0)  # also re-evaluate its best K configs first (they count toward the budget)
+    until: int | None = Field(None, ge=1)  # own trials (completed or pruned) after which imported ones stop informing the sampler
+    configs: list[dict[str, Any]] = []  # configs evaluated first (they count toward the budget)
+
+
+class RaySpec(Section):
+    address: str | None = None  # "auto" or HOST:PORT joins a running cluster; unset starts a local one
+    scheduler: SchedulerName = "asha"  # grace: pruner.warmup_epochs, rate: pruner.reduction_factor
+    perturbation_interval: int = Field(2, ge=1)  # pbt: epochs between exploit/explore steps
+
+
+class Spec(Section):
+    study: str = Field(..., min_length=1)
+    objective: str = BUILTIN
+    metric: str | list[str] = "val_acc"
+    direction: Direction | list[Direction] = "maximize"
+    budget: Budget = Budget()
+    sampler: SamplerSpec = SamplerSpec()
+    pruner: PrunerSpec = PrunerSpec()
+    storage: str | None = None
+    output: str = "runs"
+    backend: BackendName = "optuna"
+    resources: Resources = Resources()
+    ray: RaySpec = RaySpec()
+    fixed: dict[str, Any] = {}
+    space: dict[str, Any] = {}
+    warm_start: WarmStart = WarmStart()  # a list is read as {configs: LIST}
+    description: str | None = None
+
+    # Filled by load_spec, not by the user.
+    _path: str = PrivateAttr("")
+    _tree: Space = PrivateAttr(default_factory=Space)
+    _threads_cap: int | None = PrivateAttr(None)  # a slot process's share of the cores (slots.spec_from_env)
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def tree(self) -> Space:
+        return self._tree
+
+    @field_validator("study")
+    @classmethod
+    def _study_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+            raise ValueError(f"must be letters, digits, '.', '_' or '-', got {value!r}")
+        return value
+
+    @field_validator("sampler", "pruner", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+    @field_validator("warm_start", mode="before")
+    @classmethod
+    def _config_list(cls, value: Any) -> Any:
+        return {"configs": value} if isinstance(value, list) else value
+
+    @property
+    def metrics(self) -> list[str]:
+        return [self.metric] if isinstance(self.metric, str) else list(self.metric)
+
+    @property
+    def directions(self) -> list[Direction]:
+        return [self.direction] if isinstance(self.direction, str) else list(self.direction)
+
+    # Paths: a relative output:, sqlite:/// storage or objective file in the spec is relative to the
+    # spec's folder, so the spec finds its study from any folder; load_spec has made paths given
+    # as flags (--output, --storage, --set) absolute against the current folder.
+    @property
+    def study_dir(self) -> Path:
+        return Path(os.path.normpath(self.base_dir / self.output)) / self.study
+
+    @property
+    def storage_url(self) -> str:
+        if self.storage is None:
+            return f"sqlite:///{self.study_dir / 'study.db'}"
+        path = self.storage.removeprefix("sqlite:///") if self.storage.startswith("sqlite:///") else None
+        if path and not Path(path).is_absolute():
+            return f"sqlite:///{os.path.normpath(self.base_dir / path)}"
+        return self.storage
+
+    @property
+    def warm_until(self) -> int:
+        """Own finished trials (completed or pruned) after which imported ones stop informing the
+        sampler (``warm_start.until``): by default as many as the sampler's random start-up, which
+        the imported trials stand in for (at least 1: with no start-up they would inform nothing)."""
+        if self.warm_start.until is not None:
+            return self.warm_start.until
+        startup = self.sampler.startup_trials
+        return DEFAULT_WARM_UNTIL if startup is None else max(1, startup)
+
+    @property
+    def warm_storage_url(self) -> str | None:
+        """Where ``warm_start.study`` is: its ``storage:`` (a relative sqlite path is relative to the
+        spec's folder), else this spec's ``storage:``, else where this spec would keep a study of that
+        name by default (``<output>/<study>/study.db``)."""
+        source = self.warm_start
+        if source.study is None:
+            return None
+        if source.storage is not None:
+            return self.model_copy(update={"storage": source.storage}).storage_url
+        if self.storage is not None:
+            return self.storage_url
+        return f"sqlite:///{Path(os.path.normpath(self.base_dir / self.output)) / source.study / 'study.db'}"
+
+    @property
+    def base_dir(self) -> Path:
+        """The spec's folder (absolute): what its relative paths are relative to."""
+        return Path(os.path.abspath(self.path)).parent if self.path else Path.cwd()
+
+    def config_for(self, sampled: dict[str, Any]) -> dict[str, Any]:
+        """The trial's config: fixed values, overridden by what was sampled. A ``threads`` above a
+        slot's share of the cores is lowered to it: more would only make the slots take turns.
+        ``gpus_per_trial: N`` (N >= 2) sets ``processes: N`` unless the spec sets it (hpsearch/trial/ranks.py)."""
+        config = {**self.fixed, **sampled}
+        if self.resources.gpus_per_trial >= 2 and "processes" not in config:  # N GPUs per trial: N data-parallel ranks
+            config["processes"] = int(self.resources.gpus_per_trial)
+        threads, cap = config.get("threads"), self._threads_cap
+        if cap and isinstance(threads, int) and not isinstance(threads, bool) and threads > cap:
+            config["threads"] = cap
+        return config
+
+
+def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), check_objective: bool = True, prepare: bool = False) -> Spec:
+    """Read, override (``key.path=value``), validate. Raises SpecError with every problem.
+
+    ``prepare``: also run the objective's ``prepare`` hook (a study is about to start: e.g. download
+    the dataset now, so that a failure is one line instead of a failed trial per config)."""
+    where = str(path)
+    raw = read_yaml(where)
+    raw = apply_overrides(raw, overrides, where)
+    from_cwd(raw, {item.partition("=")[0].strip() for item in overrides})
+    errors: list[str] = []
+    raw.setdefault("study", Path(where).stem)
+    spec = validate_schema(raw, errors)
+    tree = parse_space(raw.get("space"), "space", errors) if isinstance(raw.get("space", {}), dict) else Space()
+    if spec is not None:
+        spec._path, spec._tree = where, tree
+        check_consistency(spec, errors)
+        if check_objective and not errors:
+            check_objective_entry(spec, errors, prepare)
+    if errors or spec is None:
+        raise SpecError([f"{where}: {e}" for e in errors])
+    return spec
+
+
+# A spec is settings and a search space: a few KiB, a handful of levels. The limits turn a
+# hostile or broken file (an alias bomb, megabytes of data, thousands of nested brackets) into
+# one line within a second or so, since the pure-Python parser reads about 50 KiB/s on a busy
+# core.
+MAX_BYTES = 64 * 1024
+MAX_DEPTH = 32  # nesting levels; a conditional space needs about 8
+MAX_VALUES = 100_000  # scalars and collections after aliases expand; a 64 KiB file holds fewer without aliases
+
+
+def from_cwd(raw: dict[str, Any], flagged: set[str]) -> None:
+    """Paths given as flags (--output, --storage, --set objective=...) are relative to the current
+    folder, not to the spec: make them absolute before the spec's own rule applies."""
+    if "output" in flagged and isinstance(raw.get("output"), str):
+        raw["output"] = os.path.abspath(raw["output"])
+    storage = raw.get("storage")
+    if "storage" in flagged and isinstance(storage, str) and storage.startswith("sqlite:///") and not storage.startswith("sqlite:////"):
+        raw["storage"] = "sqlite:///" + os.path.abspath(storage.removeprefix("sqlite:///"))
+    objective = raw.get("objective")
+    if "objective" in flagged and isinstance(objective, str):
+        module, sep, fn = objective.rpartition(":")
+        if sep and module.endswith(".py") and not os.path.isabs(module):
+            raw["objective"] = f"{os.path.abspath(module)}:{fn}"
+
+
+def read_yaml(where: str) -> dict[str, Any]:
+    raw = load_limited(where)
+    if raw is None:
+        raise SpecError(f"{where}: the file is empty; a spec needs at least study: and space: (see spaces/quickstart.yaml)")
+    if not isinstance(raw, dict):
+        raise SpecError(f"{where}: the top level must be a mapping of keys (study:, space:, ...), got {type(raw).__name__}")
+    return raw
+
+
+def load_limited(where: str) -> Any:
+    """A YAML file of settings (a spec, an exported config), read within the limits above: size,
+    nesting, aliases expanded, no duplicate keys, no tags; a one-line SpecError otherwise."""
+    file = Path(where)
+    if not file.is_file():
+        raise SpecError(f"{where}: no such file ({file.absolute()})")
+    size = file.stat().st_size
+    if size > MAX_BYTES:
+        raise SpecError(f"{where}: the file is {size / 1024:,.0f} KiB; a spec is a few KiB of settings (limit {MAX_BYTES // 1024} KiB)")
+    text = file.read_text(encoding="utf-8", errors="replace")
+    try:
+        return _load_checked(text, where)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f"line {mark.line + 1} column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        if problem.startswith("could not determine a constructor for the tag"):
+            tag = problem.rsplit(" ", 1)[-1].replace("tag:yaml.org,2002:", "!!")
+            raise SpecError(f"{where}: {at}the YAML tag {tag} is not allowed: a spec holds plain data (safe loading)") from None
+        raise SpecError(f"{where}: {at}invalid YAML: {problem}") from None
+
+
+def _load_checked(text: str, where: str) -> Any:
+    """yaml.load with the shape checked between parsing and building Python objects."""
+    loader = UniqueKeyLoader(text)  # a SafeLoader: no !!python/... tags
+    try:
+        try:
+            with _stack_room(4 * MAX_DEPTH + 60):
+                node = loader.get_single_node()
+        except RecursionError:
+            raise SpecError(f"{where}: nested more than {MAX_DEPTH} levels deep; a spec never needs that many") from None
+        if node is None:
+            return None
+        _extent(node, 1, {}, set(), where)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+@contextlib.contextmanager
+def _stack_room(frames: int) -> Iterator[None]:
+    """Allow only ``frames`` more Python frames: the composer recurses twice per nesting level and
+    PyYAML's scanner is quadratic in bracket depth ([[[[... takes seconds before the default limit)."""
+    depth = 0
+    frame: FrameType | None = sys._getframe()
+    while frame is not None:
+        depth, frame = depth + 1, frame.f_back
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(depth + frames)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)
+
+
+def _extent(node: yaml.Node, depth: int, seen: dict[int, tuple[int, int]], open_: set[int], where: str) -> tuple[int, int]:
+    """(values, levels) under ``node`` with aliases expanded; an alias's node is counted once but weighed each time."""
+    at = f"line {node.start_mark.line + 1}: "
+    if depth > MAX_DEPTH:
+        raise SpecError(f"{where}: {at}nested more than {MAX_DEPTH} levels deep; a spec never needs that many")
+    if isinstance(node, yaml.ScalarNode):
+        return 1, 1
+    key = id(node)
+    if key in open_:
+        raise SpecError(f"{where}: {at}an alias (*name) refers to a collection that contains it; a spec holds plain data, not cycles")
+    if key not in seen:
+        open_.add(key)
+        children = node.value if isinstance(node, yaml.SequenceNode) else [n for pair in node.value for n in pair]
+        sizes = [_extent(child, depth + 1, seen, open_, where) for child in children]
+        open_.discard(key)
+        seen[key] = (1 + sum(v for v, _ in sizes), 1 + max((h for _, h in sizes), default=0))
+    values, levels = seen[key]
+    if depth - 1 + levels > MAX_DEPTH:
+        raise SpecError(f"{where}: {at}nested more than {MAX_DEPTH} levels deep; a spec never needs that many")
+    if values > MAX_VALUES:
+        raise SpecError(
+            f"{where}: {at}YAML aliases (*name) expand this to more than {MAX_VALUES:,} values (an alias bomb?); "
+            "a spec is a few hundred values"
+        )
+    return values, levels
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load that refuses a key given twice in one mapping (PyYAML silently keeps the last)."""
+
+
+def _unique_mapping(loader: UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # "<<: *base" may be overridden by the keys after it
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+            seen.add(key)
+        except TypeError:
+            continue  # an unhashable key: construct_mapping reports it
+        if duplicate:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+    return loader.construct_mapping(node, deep=deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+# YAML 1.1 reads 1e-4 and 5E3 (no dot) as text; YAML 1.2 and every user read them as numbers.
+UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789")
+)
+
+
+def parse_value(text: str, where: str = "--set") -> Any:
+    """One value as a spec reads it (``--set key=value``, ``key=value`` of the objective's own entry):
+    YAML, with 5e-4 a number, within a spec's limits (an alias bomb is a one-line SpecError); text
+    that is not valid YAML stays text."""
+    if len(text.encode()) > MAX_BYTES:
+        raise SpecError(f"{where}: the value is {len(text.encode()) / 1024:,.0f} KiB (limit {MAX_BYTES // 1024} KiB)")
+    try:
+        return _load_checked(text, where)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...], where: str) -> dict[str, Any]:
+    """``--set a.b=value``: value is parsed as YAML, so numbers, lists and booleans work."""
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise SpecError(f"--set {item!r}: expected key.path=value, e.g. --set budget.trials=10")
+        value = parse_value(text, f"--set {key.strip()}")
+        node = raw
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise SpecError(f"{where}: --set {key}: {part} is not a mapping")
+            node = child
+        node[parts[-1]] = value
+    return raw
+
+
+def validate_schema(raw: dict[str, Any], errors: list[str]) -> Spec | None:
+    try:
+        return Spec.model_validate(raw)
+    except ValidationError as exc:
+        seen: set[tuple[str, ...]] = set()
+        for err in exc.errors():
+            key = tuple(str(p) for p in err["loc"] if not _union_tag(p))
+            if key not in seen:  # `direction: maximise` fails both str and list[str]: say it once
+                seen.add(key)
+                errors.append(format_error(err))
+        return None
+
+
+def _union_tag(part: Any) -> bool:
+    """pydantic names the member of a union (``str``, ``list[str]``, ``literal[...]``) in an error's location."""
+    return isinstance(part, str) and re.fullmatch(r"(str|int|float|bool|none|list|dict|literal|function-\w+)(\[.*\])?", part) is not None
+
+
+def format_error(err: ErrorDetails) -> str:
+    loc = [str(p) for p in err["loc"] if not _union_tag(p)]
+    key = ".".join(loc) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        return f"{key}: unknown key{did_you_mean(loc[-1], known_keys(loc[:-1]))}"
+    if err["type"] == "missing":
+        return f"{key}: required"
+    msg = err["msg"].removeprefix("Value error, ")
+    if ", got " in msg:  # a validator that already names the value
+        return f"{key}: {msg}"
+    hint = ""
+    if err["type"] == "literal_error" and isinstance(err.get("input"), str):
+        close = difflib.get_close_matches(err["input"], re.findall(r"'([^']*)'", err.get("ctx", {}).get("expected", "")), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{key}: {msg}, got {err.get('input')!r}{hint}"
+
+
+def known_keys(parent: list[str]) -> list[str]:
+    model: Any = Spec
+    for part in parent:
+        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
+        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
+            return []
+        model = field.annotation
+    return list(model.model_fields)
+
+
+def check_consistency(spec: Spec, errors: list[str]) -> None:
+    if len(spec.metrics) != len(spec.directions):
+        errors.append(f"direction: {len(spec.metrics)} metric(s) {spec.metrics} but {len(spec.directions)} direction(s)")
+    if len(set(spec.metrics)) != len(spec.metrics):
+        errors.append(f"metric: names repeat: {spec.metrics}")
+    tree: Space = spec.tree
+    if not any(not isinstance(p, Const) for _, p in tree.parameters()) and not any(e.startswith("space") for e in errors):
+        errors.append(
+            f"space: nothing to search (no range or choice): all {spec.budget.trials} trials would run the same config; "
+            "add parameters under space:, or train one fixed config with `hpsearch train FILE` "
+            "(FILE holds objective:, metric: and config:, as `hpsearch export` writes it)"
+        )
+    top = set(tree.params)
+    for key in sorted(top & set(spec.fixed)):
+        errors.append(f"fixed.{key}: also a parameter in space.{key}; keep it in one place")
+    for path, _ in tree.parameters():
+        key = path.rsplit(".", 1)[-1]
+        if "." in path and key in top:
+            errors.append(f"space.{path}: {key!r} is also a top-level parameter; a conditional parameter needs its own name")
+    if spec.sampler.name == "grid" and tree.grid() is None:
+        errors.append(
+            "sampler.name: grid needs every parameter to be a choice, an int range or a stepped float, without conditional options"
+        )
+    if spec.sampler.name != "nsga2" and spec.sampler.population_size is not None:
+        errors.append(f"sampler.population_size: only nsga2 takes a population size, not {spec.sampler.name}")
+    ranks = spec.fixed.get("processes")
+    fixed_ranks = isinstance(ranks, int) and not isinstance(ranks, bool) and ranks > 1
+    if spec.backend == "ray" and (spec.resources.gpus_per_trial > 1 or fixed_ranks or "processes" in tree.config_keys()):
+        errors.append(
+            "backend: ray runs a trial as one process; data-parallel trials (resources.gpus_per_trial > 1 or processes > 1) "
+            "need backend: optuna (hpsearch/trial/ranks.py starts the ranks), or Ray Train's TorchTrainer inside your objective"
+        )
+    if spec.backend == "ray" and spec.resources.trials_per_gpu == "auto":
+        errors.append(
+            "resources.trials_per_gpu: auto packs the optuna backend's slots by measured GPU memory; Ray places trials "
+            "by its own GPU shares: give backend ray a number, or gpus_per_trial: 0.25 (four trials per GPU)"
+        )
+    warm = spec.warm_start
+    where = "warm_start.configs" if warm.study is not None or warm.top else "warm_start"
+    for i, config in enumerate(warm.configs):
+        unknown = sorted(set(config) - tree.config_keys() - set(spec.fixed))
+        for key in unknown:
+            errors.append(f"{where}[{i}].{key}: not a parameter of the space{did_you_mean(key, sorted(tree.config_keys()))}")
+        if not unknown:
+            try:
+                tree.params_from_config(config)
+            except KeyError as exc:
+                errors.append(f"{where}[{i}]: missing a value for {exc.args[0]!r}")
+    if warm.top and warm.study is None:
+        errors.append(f"warm_start.top: re-evaluates the best {warm.top} trials of an earlier study: name it in warm_start.study")
+    if warm.study is not None and warm.study == spec.study and warm.storage is None:
+        errors.append(f"warm_start.study: {warm.study!r} is this study itself; name an earlier study")
+
+
+def check_objective_entry(spec: Spec, errors: list[str], prepare: bool = False) -> None:
+    try:
+        fn = load_objective(spec.objective, spec.base_dir)
+    except ValueError as exc:
+        errors.append(f"objective: {exc}")
+        return
+    hooks = [(getattr(fn, "validate", None), "rejects the config"), (getattr(fn, "prepare", None) if prepare else None, "cannot start")]
+    seen: set[str] = set()
+    for hook, verdict in hooks:
+        if hook is None or errors:  # prepare (a download, say) only for configs that validate accepts
+            continue
+        for sampled in spec.tree.representative_configs():
+            for problem in hook(spec.config_for(sampled)) or []:
+                if problem not in seen:
+                    seen.add(problem)
+                    errors.append(f"objective {spec.objective} {verdict}: {problem}")

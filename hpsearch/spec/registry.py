@@ -1,0 +1,283 @@
+"""One registry per plug-in kind: samplers, pruners, backends, Ray schedulers.
+
+Each entry is a name, a one-line summary and a builder. Spec validation, the CLI's choices
+and the README's table all read these dicts, so adding a plug-in is adding one entry here.
+Builders import Optuna or Ray when called, so reading the names costs nothing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from optuna.pruners import BasePruner
+    from optuna.samplers import BaseSampler
+    from ray.tune.schedulers import TrialScheduler
+
+T = TypeVar("T")
+
+
+class Spec(Protocol):
+    """What builders read of a spec (``hpsearch.spec.loader.Spec`` has it). A protocol, not an
+    import: the spec's validation reads this module's names, so this module cannot import it."""
+
+    @property
+    def sampler(self) -> Any: ...
+    @property
+    def pruner(self) -> Any: ...
+    @property
+    def budget(self) -> Any: ...
+    @property
+    def resources(self) -> Any: ...
+    @property
+    def fixed(self) -> dict[str, Any]: ...
+    @property
+    def metrics(self) -> list[str]: ...
+    @property
+    def tree(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    summary: str  # one line for --help and the README table
+    build: Callable[..., T]
+
+
+# ---------------------------------------------------------------------------- samplers
+
+
+def _quiet(make: Callable[[], T]) -> T:
+    """Optuna marks several samplers experimental; its warning would reach the user's stderr."""
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return make()
+
+
+def _startup(spec: Spec) -> dict[str, Any]:  # keyword arguments for several samplers
+    n = spec.sampler.startup_trials
+    return {} if n is None else {"n_startup_trials": n}
+
+
+def _tpe(spec: Spec, seed: int | None) -> BaseSampler:
+    import optuna
+
+    # multivariate + group: conditional sub-spaces (optimizer options) are modelled jointly.
+    return _quiet(lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, **_startup(spec)))
+
+
+def _random(spec: Spec, seed: int | None) -> BaseSampler:
+    import optuna
+
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def _grid(spec: Spec, seed: int | None) -> BaseSampler:
+    import optuna
+
+    return optuna.samplers.GridSampler(spec.tree.grid() or {}, seed=seed)
+
+
+def _cmaes(spec: Spec, seed: int | None) -> BaseSampler:
+    import optuna
+
+    return _quiet(lambda: optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False, **_startup(spec)))
+
+
+def _qmc(spec: Spec, seed: int | None) -> BaseSampler:
+    import optuna
+
+    return _quiet(lambda: optuna.samplers.QMCSampler(seed=seed, warn_independent_sampling=False))
+
+
+def _gp(spec: Spec, seed: int | None) -> BaseSampler:
+    import optuna
+
+    return _quiet(lambda: optuna.samplers.GPSampler(seed=seed, **_startup(spec)))
+
+
+def _nsga2(spec: Spec, seed: int | None) -> BaseSampler:
+    import optuna
+
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=spec.sampler.population_size or 50)
+
+
+SAMPLERS: dict[str, Entry[BaseSampler]] = {
+    "tpe": Entry(
+        "tree-structured Parzen estimator, multivariate over conditional groups; random for the first `startup_trials` (default)", _tpe
+    ),
+    "random": Entry("independent uniform (or log-uniform) draws", _random),
+    "grid": Entry("every combination; needs choices, int ranges or stepped floats, no conditional options", _grid),
+    "cmaes": Entry("CMA-ES over the numeric parameters (categorical ones sampled independently)", _cmaes),
+    "qmc": Entry("quasi-Monte Carlo (Sobol) draws: even coverage without a model", _qmc),
+    "gp": Entry("Gaussian-process Bayesian optimisation (few, expensive trials)", _gp),
+    "nsga2": Entry("NSGA-II genetic search; the default with several metrics (`population_size`, default 50)", _nsga2),
+}
+
+
+def sampler_name(spec: Spec) -> str:
+    return spec.sampler.name or ("nsga2" if len(spec.metrics) > 1 else "tpe")
+
+
+# ---------------------------------------------------------------------------- pruners
+
+
+def _common(spec: Spec) -> dict[str, int]:
+    p = spec.pruner
+    # Optuna may prune at step >= n_warmup_steps; epochs are 1-based and warmup epochs are never pruned.
+    return {"n_startup_trials": p.startup_trials, "n_warmup_steps": p.warmup_epochs + 1, "interval_steps": p.interval_epochs}
+
+
+def _median(spec: Spec) -> BasePruner:
+    import optuna
+
+    return optuna.pruners.MedianPruner(**_common(spec))
+
+
+def _percentile(spec: Spec) -> BasePruner:
+    import optuna
+
+    return optuna.pruners.PercentilePruner(spec.pruner.percentile, **_common(spec))
+
+
+def _successive_halving(spec: Spec) -> BasePruner:
+    import optuna
+
+    p = spec.pruner
+    return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, p.warmup_epochs), reduction_factor=p.reduction_factor or 4)
+
+
+def _hyperband(spec: Spec) -> BasePruner:
+    import optuna
+
+    p = spec.pruner
+    max_epochs = p.max_epochs or spec.fixed.get("epochs") or "auto"
+    return optuna.pruners.HyperbandPruner(
+        min_resource=max(1, p.warmup_epochs), max_resource=max_epochs, reduction_factor=p.reduction_factor or 3
+    )
+
+
+def _no_pruner(spec: Spec) -> BasePruner:
+    import optuna
+
+    return optuna.pruners.NopPruner()
+
+
+PRUNERS: dict[str, Entry[BasePruner]] = {
+    "median": Entry(
+        "stop a trial worse than the median of earlier trials at the same epoch, after `warmup_epochs`, once `startup_trials` finished (default)",
+        _median,
+    ),
+    "percentile": Entry("as median, at `percentile` instead of the 50th", _percentile),
+    "successive_halving": Entry(
+        "asynchronous successive halving: rungs from `warmup_epochs` on, each keeps the best 1/`reduction_factor` (default 4)",
+        _successive_halving,
+    ),
+    "hyperband": Entry(
+        "Hyperband: successive halving in several brackets up to `max_epochs` (default `fixed.epochs`), `reduction_factor` default 3",
+        _hyperband,
+    ),
+    "none": Entry("every trial runs all its epochs", _no_pruner),
+}
+
+
+# ---------------------------------------------------------------------------- backends
+
+
+@dataclass(frozen=True)
+class Backend:
+    summary: str
+    module: str  # has ``run(spec, quiet=False) -> Summary``; imported by the caller (ray is heavy)
+
+
+BACKENDS: dict[str, Backend] = {
+    "optuna": Backend(
+        "embedded (default): this process, its slots and `hpsearch worker`s claim trials from the study's storage",
+        "hpsearch.engine.optuna",
+    ),
+    "ray": Backend("Ray Tune on a local or existing cluster; trials recorded in the same Optuna storage", "hpsearch.engine.ray"),
+}
+
+
+# ---------------------------------------------------------------------------- Ray schedulers
+
+# Builders take the spec and what the Ray backend works out once: ``common`` (time attribute,
+# metric, mode), ``max_t`` (epochs), ``grace`` (pruner.warmup_epochs + 1, so warmup epochs are
+# never stopped) and ``pbt`` (its PBT builder, which needs the backend's trial bookkeeping).
+# stop_last_trials=False: a trial that reaches max_t ends on its own with its final metrics.
+
+
+@dataclass(frozen=True)
+class RayKit:
+    common: dict[str, Any]
+    max_t: int
+    grace: int
+    pbt: Callable[[], TrialScheduler]
+
+
+def _asha(spec: Spec, kit: RayKit) -> TrialScheduler:
+    from ray.tune.schedulers import ASHAScheduler
+
+    rate = spec.pruner.reduction_factor or 3
+    return ASHAScheduler(**kit.common, max_t=kit.max_t, grace_period=kit.grace, reduction_factor=rate, stop_last_trials=False)
+
+
+def _ray_hyperband(spec: Spec, kit: RayKit) -> TrialScheduler:
+    from ray.tune.schedulers import HyperBandScheduler
+
+    rate = spec.pruner.reduction_factor or 3
+    return HyperBandScheduler(**kit.common, max_t=kit.max_t, reduction_factor=rate, stop_last_trials=False)
+
+
+def _ray_median(spec: Spec, kit: RayKit) -> TrialScheduler:
+    from ray.tune.schedulers import MedianStoppingRule
+
+    return MedianStoppingRule(**kit.common, grace_period=kit.grace, min_samples_required=max(1, spec.pruner.startup_trials))
+
+
+def _fifo(spec: Spec, kit: RayKit) -> TrialScheduler:
+    from ray.tune.schedulers import FIFOScheduler
+
+    return FIFOScheduler()
+
+
+RAY_SCHEDULERS: dict[str, Entry[TrialScheduler]] = {
+    "asha": Entry(
+        "asynchronous successive halving (default): first rung after `pruner.warmup_epochs` + 1 epochs, keeps 1/`pruner.reduction_factor` (default 3)",
+        _asha,
+    ),
+    "hyperband": Entry(
+        "synchronous HyperBand up to `pruner.max_epochs` (default `fixed.epochs`); paused trials resume from their checkpoint",
+        _ray_hyperband,
+    ),
+    "median": Entry("median stopping rule after the warmup epochs, once `pruner.startup_trials` trials report", _ray_median),
+    "pbt": Entry(
+        "population-based training: every `ray.perturbation_interval` epochs the worst quarter copies a better trial's "
+        "checkpoint (`reporter.save_checkpoint`/`load_checkpoint`) and perturbs its top-level parameters",
+        lambda spec, kit: kit.pbt(),
+    ),
+    "fifo": Entry("none (also what several metrics get)", _fifo),
+}
+
+
+def table(kind: Mapping[str, Entry[Any] | Backend], key: str) -> str:
+    """A Markdown table of a registry; the README's tables are these (tests/test_registry.py checks)."""
+    rows = [f"| `{name}` | {entry.summary} |" for name, entry in kind.items()]
+    return "\n".join([f"| `{key}` | what it does |", "|---|---|", *rows])
+
+
+TABLES: dict[str, Mapping[str, Entry[Any] | Backend]] = {
+    "sampler.name": SAMPLERS,
+    "pruner.name": PRUNERS,
+    "backend": BACKENDS,
+    "ray.scheduler": RAY_SCHEDULERS,
+}
+
+
+if __name__ == "__main__":  # python -m hpsearch.spec.registry: the README's tables
+    for key, kind in TABLES.items():
+        print(table(kind, key), end="\n\n")

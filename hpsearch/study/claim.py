@@ -1,0 +1,75 @@
+"""The claim lock: one process at a time counts the budget and claims the next trial."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from hpsearch.base.errors import UserError
+from hpsearch.study.storage import (
+    cannot_open,
+    engine_url,
+    redact,
+    sqlite_path,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+class ClaimLock:
+    """Makes "count the claimed trials, then create one" atomic across every process on a study."""
+
+    def __init__(self, url: str, study: str):
+        self.url, self.study = url, study
+        self.path = sqlite_path(url)
+        self.dialect = url.split(":", 1)[0].split("+", 1)[0]
+        if self.path is None and self.dialect not in ("postgresql", "postgres"):
+            raise UserError(
+                f"storage: cannot open {redact(url)}: hpsearch stores studies in sqlite:///PATH or postgresql://USER:PW@HOST/DB"
+            )
+        self._engine: Any = None
+        # PostgreSQL advisory locks take a 64-bit key; one per study name.
+        self.key = int.from_bytes(hashlib.blake2b(f"hpsearch:{study}".encode(), digest_size=8).digest(), "big", signed=True)
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        if self.path is not None:
+            with self._file_lock():
+                yield
+        else:
+            with self._advisory_lock():
+                yield
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        import fcntl
+
+        assert self.path is not None
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(f"{self.path}.claims.lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released by the kernel if this process dies
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _advisory_lock(self) -> Iterator[None]:
+        import sqlalchemy
+
+        if self._engine is None:
+            self._engine = sqlalchemy.create_engine(engine_url(self.url), pool_size=1, pool_pre_ping=True)
+        try:
+            connection = self._engine.connect()
+        except sqlalchemy.exc.SQLAlchemyError as exc:
+            raise cannot_open(self.url, exc) from None
+        with connection as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": self.key})  # released if the connection drops
+            try:
+                yield
+            finally:
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})

@@ -1,0 +1,254 @@
+"""Is a RUNNING trial's process still alive? Decided here, by observation, in one place.
+
+Every process that runs a trial stamps it with who it is (host, boot id, pid, the pid's start
+time) and beats: a counter in the trial's system attributes, raised every HPSEARCH_HEARTBEAT_S.
+A RUNNING trial is dead when either
+- its process was on this machine (same host and boot) and that pid is gone or is now
+  another program: dead at once; or
+- its counter did not move during one full HPSEARCH_GRACE_S that *this* process watched.
+A counter, not a timestamp, so neither clock skew between machines nor a database's
+whole-second ``CURRENT_TIMESTAMP`` can hide or fake a beat.
+
+A dead trial is failed with a reason and its config queued again (``MAX_RETRY`` times at most);
+Optuna hands WAITING trials out first, so the retry is the next trial any worker claims.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from hpsearch.base.errors import UserError
+from hpsearch.study.storage import end_trial, set_attrs, storage_of, study_id, trial_id
+
+
+def _env_seconds(name: str, default: float) -> float:
+    """Seconds from the environment (tests shorten both)."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise UserError(f"{name}={text!r}: expected a number of seconds > 0")
+    return value
+
+
+def intervals() -> tuple[float, float]:
+    """(heartbeat, grace) in seconds: a running trial's process beats every HPSEARCH_HEARTBEAT_S (10);
+    a beat that does not move for HPSEARCH_GRACE_S (30), watched, means its process is dead."""
+    beat, grace = _env_seconds("HPSEARCH_HEARTBEAT_S", 10.0), _env_seconds("HPSEARCH_GRACE_S", 30.0)
+    if grace <= beat:
+        raise UserError(f"HPSEARCH_GRACE_S={grace:g} must be longer than HPSEARCH_HEARTBEAT_S={beat:g}")
+    return beat, grace
+
+
+MAX_RETRY = 3  # a config whose process died is queued again at most this often
+RERUN_KEYS = ("source_study", "source_trial", "seed", "rerun_config")  # a promote/audit re-run (reruns.py) stays that run
+BEAT = "hpsearch:beat"  # system attribute: how many times the trial's process has beaten
+PROCESS = "hpsearch:process"  # system attribute: the identity below
+WORKER = "worker"  # user attribute "host:pid", shown in tables and the dashboard
+UNWATCHED = "hpsearch:unwatched"  # system attribute: another engine (Ray) keeps this trial alive; not ours to judge
+
+
+# ---------------------------------------------------------------------------- who runs a trial
+
+
+def _boot_id() -> str:
+    with contextlib.suppress(OSError):
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return ""
+
+
+def _start_time(pid: int) -> str | None:
+    """The pid's start time in clock ticks since boot (Linux), which tells a reused pid apart; None if no such pid."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None if not _pid_exists(pid) else ""
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the command name
+
+
+def _pid_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+HOST = socket.gethostname()
+BOOT = _boot_id()
+
+
+def identity(pid: int | None = None) -> dict[str, Any]:
+    pid = os.getpid() if pid is None else pid
+    return {"host": HOST, "boot": BOOT, "pid": pid, "start": _start_time(pid) or ""}
+
+
+def worker_name(pid: int | None = None) -> str:
+    return f"{HOST}:{os.getpid() if pid is None else pid}"
+
+
+def local_verdict(who: Any) -> bool | None:
+    """True: that process runs here; False: it ran here and is gone; None: not this machine (or unknown)."""
+    if not isinstance(who, dict) or who.get("host") != HOST or who.get("boot") != BOOT or not isinstance(who.get("pid"), int):
+        return None
+    start = _start_time(who["pid"])
+    if start is None:
+        return False
+    return not (who.get("start") and start and start != who["start"])  # a pid reused by another program
+
+
+def stamp(study: optuna.Study, trial: optuna.Trial | FrozenTrial, extra: dict[str, Any] | None = None) -> None:
+    """Mark a freshly claimed trial as this process's, with its first beat, in one commit."""
+    set_attrs(study, trial, user={WORKER: worker_name(), **(extra or {})}, system={PROCESS: identity(), BEAT: 0})
+
+
+class Heartbeat:
+    """Raises the trial's beat counter every heartbeat interval while the trial runs, so others can tell it lives."""
+
+    def __init__(self, study: optuna.Study, trial: optuna.Trial, interval: float | None = None):
+        self.storage, self.trial_id = storage_of(study), trial_id(trial)
+        self.interval = intervals()[0] if interval is None else interval
+        self.count = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._beat, daemon=True, name=f"heartbeat-{self.trial_id}")
+        self.thread.start()
+
+    def _beat(self) -> None:
+        while not self.done.wait(self.interval):
+            self.count += 1
+            with contextlib.suppress(Exception):  # a storage hiccup must not end the trial; the next beat may pass
+                self.storage.set_trial_system_attr(self.trial_id, BEAT, self.count)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+# ---------------------------------------------------------------------------- deciding
+
+
+@dataclass
+class Dead:
+    trial: FrozenTrial
+    reason: str
+
+
+@dataclass
+class Observer:
+    """Watches the beats of RUNNING trials over time; ``clock`` is injectable for tests."""
+
+    grace: float = field(default_factory=lambda: intervals()[1])
+    clock: Callable[[], float] = time.monotonic
+    seen: dict[int, tuple[Any, float]] = field(default_factory=dict)  # trial number -> (beat, when this process first saw it)
+
+    def judge(self, running: list[FrozenTrial]) -> tuple[list[Dead], list[FrozenTrial]]:
+        """(dead trials with their reason, trials not decided yet). Alive trials are in neither list."""
+        now = self.clock()
+        dead: list[Dead] = []
+        undecided: list[FrozenTrial] = []
+        for t in running:
+            if t.system_attrs.get(UNWATCHED):
+                continue
+            who = t.system_attrs.get(PROCESS)
+            verdict = local_verdict(who)
+            if verdict is False and isinstance(who, dict):  # local_verdict says False only for a local identity
+                dead.append(Dead(t, f"failed: process died (pid {who['pid']} on {HOST} is gone)"))
+                continue
+            beat = t.system_attrs.get(BEAT)
+            first = self.seen.get(t.number)
+            if first is None or first[0] != beat:  # first sight, or the beat moved: watch from now
+                self.seen[t.number] = (beat, now)
+                if first is None and verdict is None:
+                    undecided.append(t)  # alive only once this process sees the beat move
+            elif verdict is None:
+                if now - first[1] >= self.grace:
+                    dead.append(Dead(t, f"failed: process died (no heartbeat for {self.grace:g} s)"))
+                else:
+                    undecided.append(t)
+        running_numbers = {t.number for t in running}
+        for number in list(self.seen):
+            if number not in running_numbers:
+                del self.seen[number]
+        return dead, undecided
+
+
+def running(study: optuna.Study) -> list[FrozenTrial]:
+    """RUNNING trials, filtered by the database (Optuna's study.get_trials reads every unfinished trial first)."""
+    return storage_of(study).get_all_trials(study_id(study), deepcopy=False, states=(TrialState.RUNNING,))
+
+
+def bury(study: optuna.Study, dead: list[Dead]) -> list[Dead]:
+    """Fail each dead trial with its reason and queue its config again; the ones this call ended."""
+    ended = [d for d in dead if end_trial(study, d.trial, TrialState.FAIL, d.reason)]
+    for d in ended:
+        retry(study, d.trial)
+    return ended
+
+
+def retry(study: optuna.Study, trial: FrozenTrial) -> bool:
+    """Queue the trial's params again as a WAITING trial (the next one claimed), at most MAX_RETRY times per config."""
+    retries = int(trial.system_attrs.get("hpsearch:retries", 0))
+    if retries >= MAX_RETRY:
+        return False
+    kept = {k: v for k, v in trial.user_attrs.items() if k in ("config", "warm_start", *RERUN_KEYS)}
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=TrialState.WAITING,
+            params=trial.params,
+            distributions=trial.distributions,
+            user_attrs={**kept, "retry_of": trial.number},
+            system_attrs={"hpsearch:retries": retries + 1},
+        )
+    )
+    return True
+
+
+def fail_trials_of(study: optuna.Study, worker: str, reason: str, retry_them: bool) -> list[int]:
+    """A process known to be dead (a slot that exited) cannot end its trials: end them now. Their numbers."""
+    mine = [t for t in running(study) if t.user_attrs.get(WORKER) == worker]
+    if retry_them:
+        return [d.trial.number for d in bury(study, [Dead(t, reason) for t in mine])]
+    return [t.number for t in mine if end_trial(study, t, TrialState.FAIL, reason)]
+
+
+def check(study: optuna.Study, observer: Observer) -> list[Dead]:
+    """One look: bury what is dead by now. Called before every claim, so any worker notices."""
+    dead, _ = observer.judge(running(study))
+    return bury(study, dead)
+
+
+def settle(study: optuna.Study, observer: Observer, say: Callable[[str], None], sleep: Callable[[float], None] = time.sleep) -> list[Dead]:
+    """On resume: decide every RUNNING trial now, so a dead one's retry is the next trial.
+
+    Trials of dead local processes are decided at once; others are watched until their beat
+    moves (alive) or a full grace period passes without a move (dead)."""
+    dead, undecided = observer.judge(running(study))
+    if undecided:
+        numbers = ", ".join(str(t.number) for t in undecided)
+        say(f"trial(s) {numbers} RUNNING elsewhere: watching their heartbeats (up to {observer.grace:g} s) before starting")
+    while undecided:
+        sleep(min(1.0, observer.grace / 4))
+        more, undecided = observer.judge(running(study))
+        dead += more
+    ended = bury(study, dead)
+    if ended:
+        reasons = "; ".join(f"trial {d.trial.number} {d.reason}" for d in ended)
+        say(f"{reasons}: config{'s' if len(ended) > 1 else ''} retried next")
+    return ended
