@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from common import ROOT, Timer, median, parser, random_configs, ratio, write_result
-from search_quality import EpochCount
+from search_quality_live import EpochCount
 
 SPEC = ROOT / "spaces" / "bench_fashion.yaml"
 GOAL = 0.8  # flush on, corner configs: total seconds at most this share of flush off; random ones not slower, the same accuracy

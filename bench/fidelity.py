@@ -24,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from common import ROOT, Timer, parser, random_configs, write_result
-from search_quality import EpochCount
+from search_quality_live import EpochCount
 
 SPEC = ROOT / "spaces" / "bench_fashion.yaml"
 FULL = {"train_subset": 12000, "val_subset": 5000, "epochs": 6}

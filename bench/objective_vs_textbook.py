@@ -78,8 +78,8 @@ class _History:
 def run_hpsearch(config: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from hpsearch.parts.data import build_data
     from hpsearch.objectives.image_classification import train
+    from hpsearch.parts.data import build_data
 
     history = _History()
     with Timer() as t:

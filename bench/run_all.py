@@ -23,7 +23,7 @@ from typing import Any
 from common import RESULTS, ROOT, median
 
 ORDER = (
-    "search_quality",
+    "search_quality_live",
     "warm_start",
     "warm_start_wide",
     "warm_start_luck",
@@ -570,7 +570,7 @@ NARROW = "spaces/bench_fashion.yaml"
 
 
 ANALYSIS: dict[str, Any] = {
-    "search_quality": _search_quality,
+    "search_quality_live": _search_quality,
     "warm_start": _warm_start,
     "warm_start_wide": _warm_start,
     "warm_start_luck": _luck,

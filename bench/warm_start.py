@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from common import ROOT, Timer, parser, write_result
-from search_quality import SPEC, WITHIN, Setup, Trial, curve, epochs_to, retrain, setup_for, spec_overrides
+from search_quality_live import SPEC, WITHIN, Setup, Trial, curve, epochs_to, retrain, setup_for, spec_overrides
 
 SOURCE_TRAIN, FULL_TRAIN = 3000, 12000  # training images per epoch: the cost of an epoch in each setting
 SOURCE_VAL = 1000
@@ -259,7 +259,7 @@ def seconds_curve(s: Search) -> list[tuple[float, float]]:
 
 
 def curve_of(s: Search) -> list[tuple[int, float]]:
-    from search_quality import Run
+    from search_quality_live import Run
 
     return curve(Run("x", 0, s.trials, s.spent, s.spent, 0, s.wall_s))
 

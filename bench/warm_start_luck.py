@@ -39,7 +39,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from common import RESULTS, parser, write_result
-from search_quality import EpochCount
+from search_quality_live import EpochCount
 from warm_start import pct, pooled
 
 RESEEDS = 4  # other training seeds per config

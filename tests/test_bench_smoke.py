@@ -19,7 +19,7 @@ KEYS = {"name", "title", "headline", "command", "date", "duration_s", "machine",
 MACHINE_KEYS = {"nproc", "cpu", "torch", "optuna", "ray", "load_avg_1_5_15"}
 # script -> figures a reader of BENCHMARKS.md needs from it
 FIGURES = {
-    "search_quality": {"budget_epochs", "random_final_best", "methods", "goals"},
+    "search_quality_live": {"budget_epochs", "random_final_best", "methods", "goals"},
     "warm_start": {"budget_epochs", "source_cost_full_epochs", "median_ratio_warm_to_cold", "ert", "spec", "per_seed"},
     "objective_vs_textbook": {
         "digits_mlp",

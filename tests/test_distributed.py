@@ -34,9 +34,9 @@ TINY = {
 def test_two_processes_train_the_weights_of_one_process_with_the_doubled_batch(tmp_path):
     import torch
 
+    from hpsearch.objectives.image_classification import train
     from hpsearch.trial.ranks import launch
     from hpsearch.trial.reporter import Reporter
-    from hpsearch.objectives.image_classification import train
 
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir(), two.mkdir()
@@ -47,7 +47,10 @@ def test_two_processes_train_the_weights_of_one_process_with_the_doubled_batch(t
         torch.set_num_threads(threads)
     # two ranks, 16 samples each per micro-batch, two micro-batches per step (no_sync on the first)
     ddp = launch(
-        "hpsearch.objectives.image_classification:train", {**TINY, "batch_size": 16, "accum_steps": 2, "processes": 2}, Reporter(trial_dir=two), 2
+        "hpsearch.objectives.image_classification:train",
+        {**TINY, "batch_size": 16, "accum_steps": 2, "processes": 2},
+        Reporter(trial_dir=two),
+        2,
     )
 
     a, b = torch.load(one / "model.pt"), torch.load(two / "model.pt")
@@ -60,7 +63,11 @@ def test_two_processes_train_the_weights_of_one_process_with_the_doubled_batch(t
 
 def test_hpsearch_train_processes_2_trains_and_writes_metrics_and_model(tmp_path, capsys):
     config = tmp_path / "best.yaml"
-    doc = {"objective": "hpsearch.objectives.image_classification:train", "metric": "val_acc", "config": {**TINY, "epochs": 2, "batch_size": 32}}
+    doc = {
+        "objective": "hpsearch.objectives.image_classification:train",
+        "metric": "val_acc",
+        "config": {**TINY, "epochs": 2, "batch_size": 32},
+    }
     config.write_text(yaml.safe_dump(doc))
     run = tmp_path / "run"
 

@@ -65,8 +65,8 @@ def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 
 
 def test_train_stops_early_and_keeps_the_best_epochs_weights(tmp_path, capsys):
-    from hpsearch.parts.loop import evaluate
     from hpsearch.objectives.image_classification import build
+    from hpsearch.parts.loop import evaluate
 
     run_dir = tmp_path / "run"
     assert main(["train", str(write_config(tmp_path / "c.yaml")), "-o", str(run_dir)]) == 0

@@ -10,10 +10,10 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
-from hpsearch.reading.results import print_table
 
 from hpsearch.cli import main
 from hpsearch.reading.export import provenance
+from hpsearch.reading.results import print_table
 
 # Three trials in a fixed order: 0 is the best (lr=0.01), 1 fails at epoch 1, 2 completes.
 TOY_SPEC = """

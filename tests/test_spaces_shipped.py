@@ -13,9 +13,9 @@ import pytest
 import torch
 import yaml
 
+from hpsearch.objectives.image_classification import train, validate
 from hpsearch.parts.data import DATASETS
 from hpsearch.spec.loader import load_spec
-from hpsearch.objectives.image_classification import train, validate
 from tests.conftest import ROOT
 
 SPACES = sorted((ROOT / "spaces").glob("*.yaml"))

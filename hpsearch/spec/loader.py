@@ -66,7 +66,7 @@ class SamplerSpec(Section):
 
 
 class PrunerSpec(Section):
-    name: PrunerName = "median"
+    name: PrunerName | None = None  # default: by the budget (hpsearch/spec/defaults.py): hyperband, median or none
     warmup_epochs: int = Field(1, ge=0)  # epochs a trial always runs before it may be pruned
     startup_trials: int = Field(5, ge=0)  # trials that finish unpruned before pruning starts (median, percentile)
     interval_epochs: int = Field(1, ge=1)
@@ -125,7 +125,7 @@ class Resources(Section):
         return value
 
 
-DEFAULT_WARM_UNTIL = 10  # warm_start.until when neither it nor sampler.startup_trials is set: TPE's and GP's random start-up
+DEFAULT_WARM_UNTIL = 10  # WarmSampler's own default (a spec resolves warm_start.until from its start-up trials)
 
 
 class WarmStart(Section):
@@ -223,8 +223,10 @@ class Spec(Section):
         the imported trials stand in for (at least 1: with no start-up they would inform nothing)."""
         if self.warm_start.until is not None:
             return self.warm_start.until
-        startup = self.sampler.startup_trials
-        return DEFAULT_WARM_UNTIL if startup is None else max(1, startup)
+        from hpsearch.spec.defaults import startup_trials
+
+        n: int = startup_trials(self).value
+        return max(1, n)
 
     @property
     def warm_storage_url(self) -> str | None:

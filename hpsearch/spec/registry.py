@@ -59,15 +59,19 @@ def _quiet(make: Callable[[], T]) -> T:
 
 
 def _startup(spec: Spec) -> dict[str, Any]:  # keyword arguments for several samplers
-    n = spec.sampler.startup_trials
-    return {} if n is None else {"n_startup_trials": n}
+    from hpsearch.spec.defaults import startup_trials
+
+    return {"n_startup_trials": startup_trials(spec).value}
 
 
 def _tpe(spec: Spec, seed: int | None) -> BaseSampler:
     import optuna
 
+    from hpsearch.spec.defaults import constant_liar
+
     # multivariate + group: conditional sub-spaces (optimizer options) are modelled jointly.
-    return _quiet(lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, **_startup(spec)))
+    liar = constant_liar(spec).value
+    return _quiet(lambda: optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, constant_liar=liar, **_startup(spec)))
 
 
 def _random(spec: Spec, seed: int | None) -> BaseSampler:
@@ -108,7 +112,9 @@ def _nsga2(spec: Spec, seed: int | None) -> BaseSampler:
 
 SAMPLERS: dict[str, Entry[BaseSampler]] = {
     "tpe": Entry(
-        "tree-structured Parzen estimator, multivariate over conditional groups; random for the first `startup_trials` (default)", _tpe
+        "tree-structured Parzen estimator, multivariate over conditional groups; random for the first `startup_trials` "
+        "(default: budget.trials / 8, 3 to 10); constant liar with several workers (default)",
+        _tpe,
     ),
     "random": Entry("independent uniform (or log-uniform) draws", _random),
     "grid": Entry("every combination; needs choices, int ranges or stepped floats, no conditional options", _grid),
@@ -121,6 +127,14 @@ SAMPLERS: dict[str, Entry[BaseSampler]] = {
 
 def sampler_name(spec: Spec) -> str:
     return spec.sampler.name or ("nsga2" if len(spec.metrics) > 1 else "tpe")
+
+
+def pruner_name(spec: Spec) -> str:
+    """The spec's pruner, or the budget-aware default (hpsearch/spec/defaults.py)."""
+    from hpsearch.spec.defaults import pruner_name as resolved
+
+    name: str = resolved(spec).value
+    return name
 
 
 # ---------------------------------------------------------------------------- pruners
@@ -169,7 +183,8 @@ def _no_pruner(spec: Spec) -> BasePruner:
 
 PRUNERS: dict[str, Entry[BasePruner]] = {
     "median": Entry(
-        "stop a trial worse than the median of earlier trials at the same epoch, after `warmup_epochs`, once `startup_trials` finished (default)",
+        "stop a trial worse than the median of earlier trials at the same epoch, after `warmup_epochs`, once `startup_trials` finished "
+        "(default when a trial has fewer than 3 epochs or no `fixed.epochs`)",
         _median,
     ),
     "percentile": Entry("as median, at `percentile` instead of the 50th", _percentile),
@@ -178,7 +193,8 @@ PRUNERS: dict[str, Entry[BasePruner]] = {
         _successive_halving,
     ),
     "hyperband": Entry(
-        "Hyperband: successive halving in several brackets up to `max_epochs` (default `fixed.epochs`), `reduction_factor` default 3",
+        "Hyperband: successive halving in several brackets up to `max_epochs` (default `fixed.epochs`), `reduction_factor` default 3 "
+        "(default with 3 or more epochs per trial)",
         _hyperband,
     ),
     "none": Entry("every trial runs all its epochs", _no_pruner),

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 
-from hpsearch.spec.registry import PRUNERS, SAMPLERS, sampler_name
+from hpsearch.spec.registry import PRUNERS, SAMPLERS, pruner_name, sampler_name
 from hpsearch.study.storage import (
     open_storage,
 )
@@ -25,7 +25,7 @@ def build_sampler(spec: Spec, offset: int = 0) -> optuna.samplers.BaseSampler:
 
 
 def build_pruner(spec: Spec) -> optuna.pruners.BasePruner:
-    return PRUNERS[spec.pruner.name].build(spec)
+    return PRUNERS[pruner_name(spec)].build(spec)
 
 
 def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.Study:

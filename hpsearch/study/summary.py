@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpsearch.spec.registry import sampler_name
+from hpsearch.spec.registry import pruner_name, sampler_name
 from hpsearch.study.storage import (
     redact,
     set_attrs,
@@ -42,7 +42,7 @@ def announce(progress: Progress, spec: Spec, done: int, where: str = "", engine:
     """The run's first line; False (and a line saying so) when the budget is already spent."""
     if budget_spent(progress, spec, done):
         return False
-    how = engine or f"sampler {sampler_name(spec)}, pruner {spec.pruner.name}"
+    how = engine or f"sampler {sampler_name(spec)}, pruner {pruner_name(spec)}"
     progress.print(
         f"{spec.study}: {'resuming at' if done else 'starting'} {done}/{spec.budget.trials} trials{where}, "
         f"{how}, storage {redact(spec.storage_url)}"

@@ -98,7 +98,8 @@ def validate_spec(spec: Spec, samples: int = 20) -> str:
 
 
 def describe_spec(spec: Spec, configs: list[dict[str, Any]] | int = SHOWN, check: Check | None = None) -> str:
-    from hpsearch.spec.registry import sampler_name
+    from hpsearch.spec.defaults import resolve
+    from hpsearch.spec.registry import pruner_name, sampler_name
 
     budget = f"{spec.budget.trials} trials" + (f", timeout {spec.budget.timeout:g}s" if spec.budget.timeout else "")
     metrics = ", ".join(f"{m} ({d})" for m, d in zip(spec.metrics, spec.directions, strict=True))
@@ -110,7 +111,8 @@ def describe_spec(spec: Spec, configs: list[dict[str, Any]] | int = SHOWN, check
     lines = [
         f"{spec.path}: {verdict}",
         f"study {spec.study}: objective {spec.objective}; metric {metrics}",
-        f"budget {budget}; sampler {sampler_name(spec)}; pruner {spec.pruner.name}; backend {spec.backend}",
+        f"budget {budget}; sampler {sampler_name(spec)}; pruner {pruner_name(spec)}; backend {spec.backend}",
+        *(f"default {r.key}: {r.value} ({r.why})" for r in resolve(spec) if r.why != "set in the spec"),
         f"storage {redact(spec.storage_url)}; output {spec.study_dir}",
         f"fixed: {spec.fixed}",
         "space:",

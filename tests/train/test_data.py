@@ -10,6 +10,7 @@ import pytest
 import torch
 from PIL import Image
 
+from hpsearch.objectives.image_classification import train
 from hpsearch.parts import data as data_module
 from hpsearch.parts.data import (
     BatchTransform,
@@ -20,7 +21,6 @@ from hpsearch.parts.data import (
     random_crop,
     random_hflip,
 )
-from hpsearch.objectives.image_classification import train
 
 CPU = torch.device("cpu")
 TINY = {"model": "mlp", "mlp_hidden": [16], "batch_size": 8, "epochs": 1, "evaluate_test": True}

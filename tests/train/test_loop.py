@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hpsearch.parts.loop import amp_dtype, evaluate, train_epoch
 from hpsearch.objectives.image_classification import train
+from hpsearch.parts.loop import amp_dtype, evaluate, train_epoch
 
 # 142 samples, val_fraction 0.1 -> 14 validation + 128 training samples: one step of 128
 ONE_STEP = {

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from hpsearch.parts import data as data_module
 from hpsearch.objectives.image_classification import validate
+from hpsearch.parts import data as data_module
 
 
 def test_default_config_is_valid() -> None:

@@ -1,0 +1,1 @@
+"""The search-quality benchmark's library: tasks, methods, the harness and its statistics."""

@@ -1,0 +1,135 @@
+"""Run (task, method, seed) searches in a process pool and summarise them per budget.
+
+One search per (task, method, seed) runs at the largest budget and is read at every smaller
+budget on the way (a method's first 72 epochs do not depend on whether it may go on to 288),
+except for methods that plan with the budget (``BUDGET_AWARE``: hpsearch's defaults), which run
+once per budget. Results are plain dicts, ready for JSON.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from bench.quality import stats
+from bench.quality.methods import (
+    CANDIDATES,  # noqa: E402
+    METHODS,
+    Trace,
+)
+from bench.quality.tasks import make_task
+
+BUDGET_AWARE = {"hpsearch", *CANDIDATES}
+_TASKS: dict[str, Any] = {}
+
+
+def _task(name: str) -> Any:
+    if name not in _TASKS:
+        _TASKS[name] = make_task(name)
+    return _TASKS[name]
+
+
+def _one(job: tuple[str, str, int, int]) -> tuple[tuple[str, str, int, int], dict[str, Any]]:
+    task_name, method, budget, seed = job
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    trace = METHODS[method](_task(task_name), budget, seed)
+    return job, asdict(trace)
+
+
+def jobs_for(tasks: list[str], methods: list[str], budgets: list[int], seeds: range) -> list[tuple[str, str, int, int]]:
+    jobs = []
+    for task in tasks:
+        for method in methods:
+            for budget in budgets if method in BUDGET_AWARE else [max(budgets)]:
+                jobs += [(task, method, budget, seed) for seed in seeds]
+    return jobs
+
+
+def run(tasks: list[str], methods: list[str], budgets: list[int], seeds: range, jobs: int, progress: bool = True) -> dict[Any, Trace]:
+    """Every search; key (task, method, budget it ran at, seed) -> Trace."""
+    todo = jobs_for(tasks, methods, budgets, seeds)
+    for name in tasks:  # references once, in the parent (random draws: a few seconds per task)
+        _task(name).reference()
+    out: dict[Any, Trace] = {}
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(jobs) as pool:
+        for i, (job, trace) in enumerate(pool.map(_one, todo, chunksize=4), start=1):
+            out[job] = Trace(**trace)
+            if progress and (i % max(1, len(todo) // 20) == 0 or i == len(todo)):
+                print(f"  {i}/{len(todo)} searches, {time.perf_counter() - t0:.0f} s", flush=True)
+    return out
+
+
+def trace_for(traces: dict[Any, Trace], task: str, method: str, budget: int, seed: int, budgets: list[int]) -> Trace:
+    return traces[(task, method, budget if method in BUDGET_AWARE else max(budgets), seed)]
+
+
+def summarise(
+    traces: dict[Any, Trace], tasks: list[str], methods: list[str], budgets: list[int], seeds: range, reference: str = "optuna_default"
+) -> dict[str, Any]:
+    """Per task, budget and method: median regret with its 95 % band, ERT speed-ups over random
+    to random's final median (and its final 25th percentile), paired wins against ``reference``,
+    epochs in pruned trials and sampler seconds per trial."""
+    rng = np.random.default_rng(0)
+    result: dict[str, Any] = {}
+    for task_name in tasks:
+        task = _task(task_name)
+        ref, direction = task.reference(), task.direction
+        per_budget: dict[str, Any] = {}
+        for budget in budgets:
+
+            def at(method: str, seed: int, b: int = budget, t: str = task_name, r: tuple[float, float] = ref, d: str = direction) -> float:
+                return stats.regret_at(trace_for(traces, t, method, b, seed, budgets), b, r, d)
+
+            rows: dict[str, Any] = {}
+            random_final = np.array([at("random", s) for s in seeds]) if "random" in methods else None
+            targets = {}
+            if random_final is not None:
+                targets = {"random_median": float(np.median(random_final)), "random_p25": float(np.percentile(random_final, 25))}
+            for method in methods:
+                regrets = np.array([at(method, s) for s in seeds])
+                ts = [trace_for(traces, task_name, method, budget, s, budgets) for s in seeds]
+                row: dict[str, Any] = {
+                    "median_regret": float(np.median(regrets)),
+                    "median_regret_band": stats.bootstrap_median_band(regrets, rng),
+                    "pruned_epoch_share": float(np.mean([min(t.pruned_epochs, budget) / budget for t in ts])),
+                    "sampler_s_per_trial": float(np.mean([t.sampler_s / max(1, t.trials) for t in ts])),
+                    "trials": float(np.mean([t.trials for t in ts])),
+                }
+                for label, target in targets.items():
+                    mine = stats.ert(ts, target, budget, ref, direction)
+                    base = stats.ert(
+                        [trace_for(traces, task_name, "random", budget, s, budgets) for s in seeds], target, budget, ref, direction
+                    )
+                    row[f"ert_{label}"] = mine
+                    row[f"ert_speedup_vs_random_{label}"] = base / mine if math.isfinite(mine) and mine > 0 else 0.0
+                row["ert_speedup_vs_random"] = row.get("ert_speedup_vs_random_random_median")
+                if reference in methods and method != reference:
+                    other = [at(reference, s) for s in seeds]
+                    p = stats.paired(list(regrets), other)
+                    row["win_rate_vs_optuna_default"], row["wilcoxon_p"] = p["win_rate"], p["wilcoxon_p"]
+                    row["median_regret_diff_vs_optuna_default"] = p["median_diff"]
+                rows[method] = row
+            per_budget[str(budget)] = {"targets": targets, "methods": rows}
+        result[task_name] = {"direction": direction, "reference": {"optimum": ref[0], "random_median": ref[1]}, "budgets": per_budget}
+    return result
+
+
+def anytime(traces: dict[Any, Trace], task: str, method: str, budget: int, seeds: range, budgets: list[int]) -> dict[str, list[float]]:
+    """Median regret and its 95 % band at every epoch 1..budget (for the plot)."""
+    t = _task(task)
+    ref, direction = t.reference(), t.direction
+    rng = np.random.default_rng(1)
+    grid = list(range(1, budget + 1))
+    matrix = np.array(
+        [[stats.regret_at(trace_for(traces, task, method, budget, s, budgets), e, ref, direction) for e in grid] for s in seeds]
+    )
+    med = np.median(matrix, axis=0)
+    bands = [stats.bootstrap_median_band(matrix[:, i], rng, n=300) for i in range(len(grid))]
+    return {"epochs": grid, "median": med.tolist(), "low": [b[0] for b in bands], "high": [b[1] for b in bands]}

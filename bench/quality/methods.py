@@ -1,0 +1,196 @@
+"""Search methods, all driven the same way: ask a config, run its epochs one by one against the
+budget, report each epoch, stop it when the method says so, tell the outcome.
+
+A method is ``(task, budget in epochs, seed) -> Trace``. The search stops the moment it has
+spent the budget: a trial still running then is cut off and never completes. The incumbent is
+the completed (full max_epochs) trial with the best observed final value, scored on the task's
+noise-free ``true_value``. ``sampler_s`` counts only the method's own code (ask, tell, report,
+the pruning decision), not the task.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.quality.tasks import Task
+
+
+@dataclass
+class Trace:
+    spent: list[int] = field(default_factory=list)  # cumulative epochs after each finished trial
+    incumbent: list[float] = field(default_factory=list)  # true value of the incumbent then (nan before one completed)
+    pruned_epochs: int = 0
+    trials: int = 0
+    sampler_s: float = 0.0
+
+
+Method = Callable[[Task, int, int], Trace]
+
+
+class Incumbent:
+    def __init__(self, task: Task) -> None:
+        self.task, self.sign = task, (1.0 if task.direction == "maximize" else -1.0)
+        self.observed, self.true = -math.inf, math.nan
+
+    def offer(self, config: dict[str, Any], observed: float) -> None:
+        if math.isfinite(observed) and self.sign * observed > self.observed:
+            self.observed, self.true = self.sign * observed, self.task.true_value(config)
+
+
+def _quiet_optuna() -> Any:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    return optuna
+
+
+def optuna_search(task: Task, budget: int, seed: int, sampler: Any, pruner: Any) -> Trace:
+    """The ask/tell loop every Optuna-based method shares (hpsearch's defaults included)."""
+    optuna = _quiet_optuna()
+    from hpsearch.spec.space import parse_space
+
+    tree = parse_space(task.space, "space", [])
+    clock = time.perf_counter
+    t0 = clock()
+    study = optuna.create_study(direction=task.direction, sampler=sampler, pruner=pruner)
+    trace, best, spent = Trace(), Incumbent(task), 0
+    own = clock() - t0
+    while spent < budget:
+        t = clock()
+        trial = study.ask()
+        config = tree.suggest(trial)
+        own += clock() - t
+        trace.trials += 1
+        values = task.curve(config, task.max_epochs, seed * 100_003 + trace.trials)
+        state = "complete"
+        for epoch, value in enumerate(values, start=1):
+            if spent >= budget:
+                state = "cut"
+                break
+            spent += 1
+            t = clock()
+            trial.report(value, epoch)
+            prune = trial.should_prune()
+            own += clock() - t
+            if prune:
+                state = "pruned"
+                trace.pruned_epochs += epoch
+                break
+        t = clock()
+        if state == "complete":
+            study.tell(trial, values[-1])
+            best.offer(config, values[-1])
+        elif state == "pruned":
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        own += clock() - t
+        if state == "cut":
+            break
+        trace.spent.append(spent)
+        trace.incumbent.append(best.true)
+    trace.sampler_s = own
+    return trace
+
+
+# ---------------------------------------------------------------------------- the methods
+
+
+def random_search(task: Task, budget: int, seed: int) -> Trace:
+    optuna = _quiet_optuna()
+    return optuna_search(task, budget, seed, optuna.samplers.RandomSampler(seed=seed), optuna.pruners.NopPruner())
+
+
+def sobol(task: Task, budget: int, seed: int) -> Trace:
+    optuna = _quiet_optuna()
+    sampler = optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed, warn_independent_sampling=False)
+    return optuna_search(task, budget, seed, sampler, optuna.pruners.NopPruner())
+
+
+def optuna_default(task: Task, budget: int, seed: int) -> Trace:
+    """What a user gets from ``optuna.create_study(pruner=MedianPruner())``: TPE with its 10
+    random start-up trials, the median pruner with its defaults (5 start-up trials, no warmup)."""
+    optuna = _quiet_optuna()
+    return optuna_search(task, budget, seed, optuna.samplers.TPESampler(seed=seed), optuna.pruners.MedianPruner())
+
+
+def tpe_hyperband(task: Task, budget: int, seed: int) -> Trace:
+    """The issue's anchor: TPE with 3 start-up trials plus Hyperband from 1 epoch."""
+    optuna = _quiet_optuna()
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=3)
+    pruner = optuna.pruners.HyperbandPruner(min_resource=1, max_resource=task.max_epochs, reduction_factor=3)
+    return optuna_search(task, budget, seed, sampler, pruner)
+
+
+def hpsearch_spec(task: Task, budget: int, seed: int, **overrides: Any) -> Any:
+    """The Spec a user would write for this task: the space, the budget as full trials, the
+    epochs as fixed.epochs; sampler and pruner left to hpsearch's defaults (or ``overrides``)."""
+    from hpsearch.spec.loader import Spec
+
+    raw: dict[str, Any] = {
+        "study": "bench",
+        "metric": "value",
+        "direction": task.direction,
+        "budget": {"trials": max(1, budget // task.max_epochs)},
+        "sampler": {"seed": seed, **overrides.get("sampler", {})},
+        "fixed": {"epochs": task.max_epochs},
+        "space": task.space,
+    }
+    if "pruner" in overrides:
+        raw["pruner"] = overrides["pruner"]
+    return Spec.model_validate(raw)
+
+
+def hpsearch_defaults(task: Task, budget: int, seed: int, **overrides: Any) -> Trace:
+    """hpsearch's shipped defaults, built by the code path ``hpsearch run`` uses (registry builders
+    from a Spec), not re-implemented here."""
+    from hpsearch.study.open import build_pruner, build_sampler
+
+    spec = hpsearch_spec(task, budget, seed, **overrides)
+    _quiet_optuna()
+    return optuna_search(task, budget, seed, build_sampler(spec), build_pruner(spec))
+
+
+# The variants the budget-aware defaults were chosen from (Tier A, seeds 0-39): each is hpsearch
+# with these spec keys set; "hpsearch" above is the shipped default with none set.
+CANDIDATES: dict[str, dict[str, Any]] = {
+    "hp_hb_k3": {"sampler": {"startup_trials": 3}, "pruner": {"name": "hyperband"}},
+    "hp_hb_k10": {"sampler": {"startup_trials": 10}, "pruner": {"name": "hyperband"}},
+    "hp_sh": {"pruner": {"name": "successive_halving", "reduction_factor": 3}},
+    "hp_median": {"pruner": {"name": "median"}},
+    "hp_median_k10": {"sampler": {"startup_trials": 10}, "pruner": {"name": "median"}},
+    "hp_none": {"pruner": {"name": "none"}},
+    "hp_hb_min2": {"pruner": {"name": "hyperband", "warmup_epochs": 2}},
+    "hp_hb_min3": {"pruner": {"name": "hyperband", "warmup_epochs": 3}},
+    "hp_median_w3": {"pruner": {"name": "median", "warmup_epochs": 3, "startup_trials": 3}},
+    "hp_median_w2": {"pruner": {"name": "median", "warmup_epochs": 2, "startup_trials": 3}},
+}
+
+
+def _candidate(overrides: dict[str, Any]) -> Method:
+    return lambda task, budget, seed: hpsearch_defaults(task, budget, seed, **overrides)
+
+
+METHODS: dict[str, Method] = {
+    "random": random_search,
+    "sobol": sobol,
+    "optuna_default": optuna_default,
+    "tpe_hyperband": tpe_hyperband,
+    "hpsearch": hpsearch_defaults,
+}
+
+
+METHODS.update({name: _candidate(o) for name, o in CANDIDATES.items()})
+
+
+def _register_optional() -> None:
+    from bench.quality import peers
+
+    METHODS.update(peers.available())
+
+
+_register_optional()
