@@ -315,7 +315,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from hpsearch.reading.status import show
+    from hpsearch.reading.status_view import show
 
     show(load_for_results(args), watch=args.watch, as_json=args.json)
     return 0

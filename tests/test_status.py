@@ -22,9 +22,10 @@ import pytest
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.cli import main
-from hpsearch.reading.status import BeatWatch, Running, eta, heartbeat_text, workers
+from hpsearch.reading.status import Running, eta, watch_beats, workers
+from hpsearch.reading.status_view import heartbeat_text
 from hpsearch.spec.loader import Spec
-from hpsearch.study.liveness import BEAT, PROCESS
+from hpsearch.study.liveness import BEAT, PROCESS, Observer, identity
 from hpsearch.study.storage import open_storage, set_attrs
 from tests.conftest import ROOT, TOY, cli
 
@@ -196,7 +197,7 @@ def test_watch_on_a_terminal_redraws_in_place_until_ctrl_c(spec: Path):
 def test_watch_keeps_the_last_read_when_a_refresh_fails(spec: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
     import sqlalchemy.exc
 
-    from hpsearch.reading import status as module
+    from hpsearch.reading import status_view as module
 
     real, reads, sleeps = module.gather, [], []
 
@@ -275,17 +276,42 @@ def test_slots_are_the_most_trials_a_host_ran_at_once():
     assert next(iter(rows)) == "a:2"  # a worker running a trial is listed first
 
 
+def beating(number: int, beat: int, who: dict[str, Any]) -> FrozenTrial:
+    """A RUNNING trial of process ``who`` at its ``beat``-th heartbeat."""
+    trial = made(number, TrialState.RUNNING, 0, None)
+    trial.system_attrs.update({PROCESS: who, BEAT: beat})
+    return trial
+
+
 def test_watch_says_whether_the_beat_moved():
     clock = [0.0]
-    watch = BeatWatch(clock=lambda: clock[0])
+    observer = Observer(grace=30, clock=lambda: clock[0])  # liveness's, as --watch keeps it between refreshes
+    elsewhere = {"host": "gpu-box", "boot": "x", "pid": 4242, "start": "1"}
 
     def seen(beat: int, at: float) -> str:
         clock[0] = at
-        r = Running(number=3, epoch=1, epochs=None, started=None, elapsed_s=at + 60, worker="a:1", beat=beat)
-        watch.update(type("S", (), {"running": [r]})())  # type: ignore[arg-type]
-        return heartbeat_text(r, grace_s=30)
+        r = Running(number=3, epoch=1, epochs=None, started=None, elapsed_s=at + 60, worker="gpu-box:4242", beat=beat)
+        watch_beats([beating(3, beat, elsewhere)], [r], observer)
+        return heartbeat_text(r)
 
     assert seen(6, 0) == "6 in 1m00s"  # first sight: no judgement
     assert seen(7, 5) == "7 in 1m05s, moved"
     assert seen(7, 20) == "7 in 1m20s, still 15s"
-    assert seen(7, 40) == "7 in 1m40s, still 35s (dead? no beat for a grace period)"
+    assert seen(7, 40) == "7 in 1m40s, still 35s, dead: process died (no heartbeat for 30 s)"
+
+
+def test_a_local_trial_whose_pid_is_gone_is_dead_at_first_sight(spec: Path, capsys: pytest.CaptureFixture[str]):
+    # liveness's pid rule: a trial stamped by a process on this machine that has exited is dead at
+    # once, without watching a grace period; the old screen said nothing until a --watch saw no beat.
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    pid = int(exited.stdout)
+    r = Running(number=5, epoch=1, epochs=None, started=None, elapsed_s=90, worker=f"{socket.gethostname()}:{pid}", beat=2)
+    watch_beats([beating(5, 2, identity(pid))], [r], Observer(grace=30))
+    assert heartbeat_text(r) == f"2 in 1m30s, dead: process died (pid {pid} on {socket.gethostname()} is gone)"
+    alive = Running(number=6, epoch=1, epochs=None, started=None, elapsed_s=90, worker="me", beat=2)
+    watch_beats([beating(6, 2, identity())], [alive], Observer(grace=30))  # this process: alive
+    assert heartbeat_text(alive) == "2 in 1m30s"
+    # The same verdict in `hpsearch status` itself, in one look (trial 3 of the fixture runs on another machine: undecided).
+    code, out, err = status(capsys, str(spec), "--json")
+    assert code == 0, err
+    assert [r["dead"] for r in json.loads(out)["running"]] == [None]

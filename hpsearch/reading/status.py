@@ -1,8 +1,11 @@
 """``hpsearch status SPEC``: one screen for a running study, read from the storage only.
 
 ``gather(spec)`` reads the study (read-only; it writes nothing and creates nothing) into a
-``Status``; ``screen``/``render_text``/``render_rich`` draw it; ``BeatWatch`` remembers beats
-between ``--watch`` refreshes, so the screen can say whether a trial's counter moved.
+``Status``; ``hpsearch.reading.status_view`` draws it and runs the command. Whether a RUNNING trial's process
+is dead is not decided here: ``hpsearch.study.liveness.Observer`` decides it, as it does for the
+engine (a local pid that is gone: dead at once; elsewhere: a beat that did not move during one
+grace period this reader watched). ``--watch`` keeps one Observer between refreshes, so the screen
+can also say whether a trial's counter moved.
 
 What the storage can and cannot say:
 - a worker is a process ("host:pid", user attribute ``worker``); its *slots* are the most
@@ -15,32 +18,25 @@ What the storage can and cannot say:
 
 from __future__ import annotations
 
-import json
-import sys
-import time
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.base.errors import UserError
-from hpsearch.base.text import fmt
-from hpsearch.reading.results import load_study, metric_names, plain_table
+from hpsearch.reading.results import load_study, metric_names
 from hpsearch.study.counts import CLAIMED, FINISHED, IMPORTED_FROM, own_best, reason
-from hpsearch.study.liveness import BEAT, WORKER, intervals
+from hpsearch.study.liveness import BEAT, WORKER, Observer, intervals
 from hpsearch.study.storage import redact
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
-    from rich.console import RenderableType
 
     from hpsearch.spec.loader import Spec
 
 FAILURES = 5  # recent failures shown
 RATE_WINDOW = 20  # the ETA's rate is measured over at most this many of the latest finished trials
 PAUSE_S = 300  # seconds with no trial running that end a run of the study (one slot's gap between trials: well under 1 s)
-WORKERS_SHOWN = 12  # rows of the workers table on screen (--json has them all)
 
 
 @dataclass
@@ -66,6 +62,7 @@ class Running:
     worker: str
     beat: int | None
     beat_still_s: float | None = None  # --watch: seconds the beat was seen unchanged (0: it moved); None: not watched yet
+    dead: str | None = None  # liveness's verdict: why its process is dead; None: alive or not decided yet
 
 
 @dataclass
@@ -120,11 +117,18 @@ class Status:
 # ---------------------------------------------------------------------------- gathering
 
 
-def gather(spec: Spec, failures: int = FAILURES, now: datetime | None = None, study: optuna.Study | None = None) -> Status:
+def gather(
+    spec: Spec,
+    failures: int = FAILURES,
+    now: datetime | None = None,
+    study: optuna.Study | None = None,
+    observer: Observer | None = None,
+) -> Status:
     """The study's state, read only from the storage. UserError (one line) when there is no such study.
 
     ``study``: one opened before (``--watch``): Optuna caches its finished trials, so a refresh
-    reads only the trials that are new or were unfinished."""
+    reads only the trials that are new or were unfinished. ``observer``: the one that watched
+    the earlier refreshes (``--watch``); a fresh one sees the beats for the first time."""
     study = study or load_study(spec)
     # trials imported by warm_start.study ran in another study: not this one's budget, workers or best
     trials = [t for t in study.get_trials(deepcopy=False) if IMPORTED_FROM not in t.user_attrs]
@@ -139,7 +143,7 @@ def gather(spec: Spec, failures: int = FAILURES, now: datetime | None = None, st
         budget=budget(trials, spec, now),
         best=best(study, spec),
         workers=workers(trials, now),
-        running=running(trials, now),
+        running=watch_beats(trials, running(trials, now), observer or Observer(grace=grace_s)),
         failures=recent_failures(trials, failures),
     )
 
@@ -179,6 +183,26 @@ def running(trials: list[FrozenTrial], now: datetime) -> list[Running]:
                 beat=_beat(t),
             )
         )
+    return rows
+
+
+def watch_beats(trials: list[FrozenTrial], rows: list[Running], observer: Observer) -> list[Running]:
+    """Fill each row's ``dead`` and ``beat_still_s`` from one look of liveness's Observer; returns ``rows``.
+
+    The Observer keeps (beat, when first seen at that beat) per trial: a beat that differs from
+    the one seen before this look moved (0 s still); one seen before and unchanged has stood
+    still since then; a trial seen for the first time has no history (None)."""
+    before = dict(observer.seen)
+    dead, _ = observer.judge([t for t in trials if state_is(t, "RUNNING")])  # reads only: burying is the engine's
+    now = observer.clock()
+    reasons = {d.trial.number: d.reason.removeprefix("failed: ") for d in dead}
+    for r in rows:
+        first, latest = before.get(r.number), observer.seen.get(r.number)
+        if first is None or latest is None:
+            r.beat_still_s = None
+        else:
+            r.beat_still_s = 0.0 if first[0] != latest[0] else now - latest[1]
+        r.dead = reasons.get(r.number)
     return rows
 
 
@@ -310,254 +334,3 @@ def best(study: optuna.Study, spec: Spec) -> Best:
     if len(study.directions) > 1:
         return Best(names, None, None, len(tops))
     return Best(names, list(tops[0].values), tops[0].number, 0)
-
-
-# ---------------------------------------------------------------------------- --watch
-
-
-@dataclass
-class BeatWatch:
-    """Beats seen at earlier refreshes: fills ``Running.beat_still_s`` (``clock`` in seconds, injectable)."""
-
-    clock: Callable[[], float] = time.monotonic
-    seen: dict[int, tuple[int | None, float]] = field(default_factory=dict)  # trial -> (beat, when first seen at that beat)
-
-    def update(self, status: Status) -> Status:
-        now = self.clock()
-        for r in status.running:
-            before = self.seen.get(r.number)
-            if before is None or before[0] != r.beat:
-                self.seen[r.number] = (r.beat, now)
-                r.beat_still_s = None if before is None else 0.0
-            else:
-                r.beat_still_s = now - before[1]
-        alive = {r.number for r in status.running}
-        self.seen = {k: v for k, v in self.seen.items() if k in alive}
-        return status
-
-
-# ---------------------------------------------------------------------------- rendering
-
-
-def duration(seconds: float | None) -> str:
-    """45s, 2m05s, 3h07m, 2d04h."""
-    if seconds is None:
-        return "-"
-    s = max(0, round(seconds))
-    for unit, size, sub, sub_size in (("d", 86400, "h", 3600), ("h", 3600, "m", 60), ("m", 60, "s", 1)):
-        if s >= size:
-            return f"{s // size}{unit}{(s % size) // sub_size:02d}{sub}"
-    return f"{s}s"
-
-
-def clock_time(stamp: str | None) -> str:
-    """An ISO time as HH:MM:SS, with the date when it is not today's."""
-    if not stamp:
-        return "-"
-    moment = datetime.fromisoformat(stamp)
-    return moment.strftime("%H:%M:%S" if moment.date() == datetime.now().date() else "%Y-%m-%d %H:%M:%S")
-
-
-def heartbeat_text(r: Running, grace_s: float) -> str:
-    if r.beat is None:
-        return "-"
-    text = f"{r.beat} in {duration(r.elapsed_s)}"
-    if r.beat_still_s is None:
-        return text
-    if r.beat_still_s == 0:
-        return f"{text}, moved"
-    stale = " (dead? no beat for a grace period)" if r.beat_still_s >= grace_s else ""
-    return f"{text}, still {duration(r.beat_still_s)}{stale}"
-
-
-def budget_line(b: Budget) -> str:
-    parts = [f"{b.done}/{b.total} done"]
-    parts += [
-        f"{n} {what}" for n, what in ((b.pruned, "pruned"), (b.running, "running"), (b.waiting, "waiting"), (b.failed, "failed")) if n
-    ]
-    if b.eta_s == 0:
-        line = f"budget: {', '.join(parts)}; {b.eta_note}"
-    else:
-        line = f"budget: {', '.join(parts)}; ETA {'unknown' if b.eta_s is None else '~' + duration(b.eta_s)} ({b.eta_note})"
-    if b.timeout_s:
-        line += f"; each run stops after budget.timeout={duration(b.timeout_s)}"
-    return line
-
-
-def best_line(b: Best) -> str:
-    if b.pareto:
-        return f"best: {b.pareto} Pareto-optimal trials ({', '.join(b.metrics)})"
-    if b.values is None:
-        return "best: - (no trial completed yet)"
-    shown = ", ".join(f"{m}={v:.4g}" for m, v in zip(b.metrics, b.values, strict=False))
-    return f"best: {shown} (trial {b.number})"
-
-
-Section = tuple[str, list[str], list[list[Any]], str]  # title, header, rows, a note on how to read it
-
-
-def screen(s: Status) -> tuple[list[str], list[Section]]:
-    """What both renderings show: heading lines, then titled tables."""
-    heading = [f"{s.study} · {s.storage} · read {clock_time(s.at)}", budget_line(s.budget), best_line(s.best)]
-    workers = s.workers[:WORKERS_SHOWN]
-    hidden = len(s.workers) - len(workers)
-    sections: list[Section] = [
-        (
-            f"workers ({len(s.workers)}{f', {hidden} not shown' if hidden else ''})",
-            ["worker", "slots", "running", "heartbeat", "last seen", "done", "failed"],
-            [
-                [w.name, w.slots, ", ".join(map(str, w.running)) or "-", _worker_beat(w, s), clock_time(w.last_seen), w.done, w.failed]
-                for w in workers
-            ],
-            f"slots = most trials seen at once on a host; heartbeat = beats in the running trial's age, one per {s.heartbeat_s:g} s",
-        ),
-        (
-            f"running ({len(s.running)})",
-            ["trial", "epoch", "elapsed", "worker", "heartbeat"],
-            [[r.number, _epoch(r), duration(r.elapsed_s), r.worker, heartbeat_text(r, s.grace_s)] for r in s.running],
-            "",
-        ),
-        (
-            f"recent failures ({len(s.failures)} of {s.budget.failed})",
-            ["trial", "ended", "worker", "reason"],
-            [
-                [
-                    f.number,
-                    clock_time(f.ended),
-                    f.worker,
-                    f.reason + (f"; retried as trial {f.retried_as}" if f.retried_as is not None else ""),
-                ]
-                for f in s.failures
-            ],
-            "",
-        ),
-    ]
-    return heading, [sec for sec in sections if sec[2]]
-
-
-def _epoch(r: Running) -> str:
-    if r.epoch is None:
-        return "-"
-    return f"{r.epoch}/{r.epochs}" if r.epochs else str(r.epoch)
-
-
-def _worker_beat(w: Worker, s: Status) -> str:
-    mine = [r for r in s.running if r.worker == w.name]
-    return heartbeat_text(mine[-1], s.grace_s) if mine else "-"
-
-
-def render_text(s: Status) -> str:
-    heading, sections = screen(s)
-    blocks = ["\n".join(heading)] + [
-        f"{title}{f': {note}' if note else ''}\n{plain_table(header, rows)}" for title, header, rows, note in sections
-    ]
-    return "\n\n".join(blocks)
-
-
-def render_rich(s: Status) -> RenderableType:
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    heading, sections = screen(s)
-    parts: list[RenderableType] = [Text(heading[0], style="bold"), *(Text(line) for line in heading[1:])]
-    for title, header, rows, note in sections:
-        table = Table(title=title, title_justify="left", caption=note or None, caption_justify="left")
-        for i, name in enumerate(header):
-            numeric = all(isinstance(row[i], (int, float)) for row in rows)
-            table.add_column(name, justify="right" if numeric else "left", overflow="fold")
-        for row in rows:
-            table.add_row(*(fmt(v) for v in row))
-        parts.append(table)
-    return Group(*parts)
-
-
-# ---------------------------------------------------------------------------- the command
-
-
-def show(spec: Spec, watch: float | None = None, as_json: bool = False) -> None:
-    """Print the status once, or (``watch``: seconds between refreshes) until Ctrl-C, which ends it quietly.
-
-    A terminal gets rich tables, redrawn in place; a pipe gets plain text (each refresh appended,
-    a blank line between) or, with ``as_json``, one JSON document (per refresh: one per line)."""
-    if watch is None:
-        status = gather(spec)
-        if as_json:
-            print(json.dumps(status.to_json(), indent=2))
-        elif sys.stdout.isatty():
-            from rich.console import Console
-
-            Console().print(render_rich(status))
-        else:
-            print(render_text(status))
-        return
-    try:
-        watcher = Watcher(spec)
-        watcher.read()  # a missing study fails here, before any screen
-        if sys.stdout.isatty() and not as_json:
-            _live(watcher, watch)
-        else:
-            _append(watcher, watch, as_json)
-    except KeyboardInterrupt:
-        return
-
-
-@dataclass
-class Watcher:
-    """``--watch``: the latest good read, the beats seen so far, and why the last refresh failed (if it did)."""
-
-    spec: Spec
-    beats: BeatWatch = field(default_factory=BeatWatch)
-    study: optuna.Study | None = None  # kept open between refreshes; opened again after a failure
-    last: Status | None = None
-    problem: str | None = None
-
-    def read(self) -> Status:
-        """The study now. After the first read a storage that cannot be read (a network blip, a
-        locked or moved file) keeps the last good read on screen, with a line saying so."""
-        import optuna
-        import sqlalchemy.exc
-
-        try:
-            self.study = self.study or load_study(self.spec)
-            self.last, self.problem = self.beats.update(gather(self.spec, study=self.study)), None
-        except (UserError, sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
-            self.study = None
-            if self.last is None:
-                raise
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            self.problem = f"refresh at {datetime.now():%H:%M:%S} failed: {redact(first)}; showing the read of {clock_time(self.last.at)}"
-        return self.last
-
-    def text(self) -> str:
-        assert self.last is not None
-        return render_text(self.last) + (f"\n{self.problem}" if self.problem else "")
-
-    def json(self) -> str:
-        assert self.last is not None
-        return json.dumps({**self.last.to_json(), "refresh_error": self.problem})
-
-    def renderable(self) -> RenderableType:
-        from rich.console import Group
-        from rich.text import Text
-
-        assert self.last is not None
-        shown = render_rich(self.last)
-        return Group(shown, Text(self.problem, style="bold red")) if self.problem else shown
-
-
-def _live(watcher: Watcher, every: float) -> None:
-    from rich.live import Live
-
-    with Live(watcher.renderable(), auto_refresh=False) as live:
-        while True:
-            time.sleep(every)
-            watcher.read()
-            live.update(watcher.renderable(), refresh=True)
-
-
-def _append(watcher: Watcher, every: float, as_json: bool) -> None:
-    while True:
-        print(watcher.json() if as_json else watcher.text() + "\n", flush=True)
-        time.sleep(every)
-        watcher.read()
