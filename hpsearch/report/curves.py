@@ -1,0 +1,53 @@
+"""Learning curves: optuna's intermediate-value plot coloured by trial state, epochs on integer ticks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hpsearch.report.context import STATE_COLOURS, _Context, _trial_states
+
+
+def _skip_curves(ctx: _Context) -> str | None:
+    if not any(t.intermediate_values for t in ctx.trials):
+        return "no trial reported intermediate values"
+    return None
+
+
+def _colour_curves_plotly(fig: Any, ctx: _Context, kwargs: dict[str, Any]) -> None:
+    """Colour each learning curve by its trial's state; pruned curves dotted."""
+    states = _trial_states(ctx)
+    shown: set[str] = set()
+    for trace in fig.data:
+        state = states.get(trace.name, "RUNNING")
+        colour = STATE_COLOURS.get(state, STATE_COLOURS["RUNNING"])
+        trace.update(
+            line={"color": colour, "dash": "dot" if state == "PRUNED" else "solid"},
+            marker={"color": colour},
+            legendgroup=state,
+            showlegend=state not in shown,  # one legend entry per state
+            hovertemplate=f"{trace.name} ({state.lower()})<br>epoch %{{x}}: %{{y}}<extra></extra>",
+            name=state.lower(),
+        )
+        shown.add(state)
+    fig.update_layout(title="Learning curves", showlegend=True, xaxis_title="epoch", yaxis_title=ctx.metric_names[0])
+
+
+def _colour_curves_matplotlib(ax: Any, ctx: _Context, kwargs: dict[str, Any]) -> None:
+    from matplotlib.lines import Line2D
+
+    states = _trial_states(ctx)
+    present: set[str] = set()
+    for line in ax.get_lines():
+        state = states.get(line.get_label(), "RUNNING")
+        line.set_color(STATE_COLOURS.get(state, STATE_COLOURS["RUNNING"]))
+        line.set_linestyle(":" if state == "PRUNED" else "-")
+        present.add(state)
+    handles = [
+        Line2D([], [], color=colour, linestyle=":" if state == "PRUNED" else "-", label=state.lower())
+        for state, colour in STATE_COLOURS.items()
+        if state in present
+    ]
+    ax.legend(handles=handles, loc="best")  # replaces optuna's one-entry-per-trial legend
+    ax.set_title("Learning curves")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel(ctx.metric_names[0])

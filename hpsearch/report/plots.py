@@ -1,0 +1,198 @@
+"""The plot table: which plots the report draws, when each applies, and drawing one as HTML and PNG."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hpsearch.report.bars import _importances_matplotlib, _importances_plotly
+from hpsearch.report.context import _Context, _focus
+from hpsearch.report.contour import _contour_params, _contour_points_matplotlib, _contour_points_plotly
+from hpsearch.report.curves import _colour_curves_matplotlib, _colour_curves_plotly, _skip_curves
+from hpsearch.report.importances import _objective
+from hpsearch.report.parallel import PARALLEL_PARAMS, _parallel_note, _title_parallel_matplotlib, _title_parallel_plotly
+from hpsearch.report.slices import SLICE_PARAMS, _slice_matplotlib, _slice_plotly
+
+PNG_DPI = 100  # optuna's 6.4 x 4.8 in figures -> about 640 x 480 px
+
+
+@dataclass(frozen=True)
+class _Own:
+    """A plot drawn here rather than by optuna: fn(ctx, **kwargs) for each backend."""
+
+    plotly: Callable[..., Any]  # -> plotly Figure
+    matplotlib: Callable[..., Any]  # -> Axes or array of Axes
+
+
+@dataclass(frozen=True)
+class _Plot:
+    """One row of the plot table: an optuna function name (in both of its modules) or _Own."""
+
+    name: str  # file stem
+    title: str
+    fn: str | _Own
+    skip: Callable[[_Context], str | None]  # reason the plot does not apply, or None
+    kwargs: Callable[[_Context], dict[str, Any]] = lambda ctx: {}
+    per_objective: bool = True  # one plot per objective via target= in multi-objective studies
+    multi_only: bool = False
+    restyle_plotly: Callable[[Any, _Context, dict[str, Any]], None] | None = None
+    restyle_matplotlib: Callable[[Any, _Context, dict[str, Any]], None] | None = None
+    note: Callable[[_Context], str | None] = lambda ctx: None  # a line under the plot
+
+
+@dataclass(frozen=True)
+class _Drawn:
+    title: str
+    html: Path
+    png: Path
+    note: str | None = None
+
+
+def _needs_completed(n: int) -> Callable[[_Context], str | None]:
+    def skip(ctx: _Context) -> str | None:
+        if len(ctx.completed) < n:
+            return f"needs at least {n} completed trial(s), the study has {len(ctx.completed)}"
+        return None
+
+    return skip
+
+
+def _needs_params(n: int, completed: int = 1) -> Callable[[_Context], str | None]:
+    def skip(ctx: _Context) -> str | None:
+        if reason := _needs_completed(completed)(ctx):
+            return reason
+        if len(ctx.top_params) < n:
+            return f"needs at least {n} parameter(s), the study has {len(ctx.top_params)}"
+        return None
+
+    return skip
+
+
+def _skip_importances(ctx: _Context) -> str | None:
+    return _needs_completed(2)(ctx) or ctx.importance_error
+
+
+def _skip_pareto(ctx: _Context) -> str | None:
+    if len(ctx.metric_names) > 3:
+        return f"draws 2 or 3 objectives, the study has {len(ctx.metric_names)}"
+    return _needs_completed(1)(ctx)
+
+
+_PLOTS: tuple[_Plot, ...] = (
+    _Plot("history", "Optimization history", "plot_optimization_history", _needs_completed(1)),
+    _Plot(
+        "intermediate",
+        "Learning curves (red dotted: pruned)",
+        "plot_intermediate_values",
+        _skip_curves,
+        per_objective=False,
+        restyle_plotly=_colour_curves_plotly,
+        restyle_matplotlib=_colour_curves_matplotlib,
+    ),
+    _Plot(
+        "parallel_coordinate",
+        "Parallel coordinates",
+        "plot_parallel_coordinate",
+        _needs_params(1),
+        lambda ctx: {"params": _focus(ctx, PARALLEL_PARAMS)},
+        restyle_plotly=_title_parallel_plotly,
+        restyle_matplotlib=_title_parallel_matplotlib,
+        note=_parallel_note,
+    ),
+    _Plot(
+        "importances",
+        "Parameter importances (fANOVA): all trials and per option",
+        _Own(_importances_plotly, _importances_matplotlib),
+        _skip_importances,
+        note=lambda ctx: "every set of trials: the table above and importances.json",
+    ),
+    _Plot(
+        "slice",
+        "Slices of the top parameters (grey x: pruned, star: best)",
+        _Own(_slice_plotly, _slice_matplotlib),
+        _needs_params(1),
+        lambda ctx: {"params": _focus(ctx, SLICE_PARAMS)},
+    ),
+    _Plot(
+        "contour",
+        "Contour of the top two parameters, the learning rate always one",
+        "plot_contour",
+        _needs_params(2, 2),
+        _contour_params,
+        restyle_plotly=_contour_points_plotly,
+        restyle_matplotlib=_contour_points_matplotlib,
+        note=lambda ctx: " against ".join(_contour_params(ctx)["params"]),
+    ),
+    _Plot(
+        "pareto_front",
+        "Pareto front",
+        "plot_pareto_front",
+        _skip_pareto,
+        lambda ctx: {"target_names": ctx.metric_names},
+        per_objective=False,
+        multi_only=True,
+    ),
+)
+
+
+def _variants(plot: _Plot, ctx: _Context) -> list[tuple[str, dict[str, Any]]]:
+    """(file-name suffix, kwargs) per drawing: one per objective where that applies."""
+    base = plot.kwargs(ctx)
+    if not plot.per_objective:
+        return [("", base)]
+    if not ctx.multi:
+        return [("", {**base, "target_name": ctx.metric_names[0]})]
+    return [(f"_{_slug(name)}", {**base, "target": _objective(i), "target_name": name}) for i, name in enumerate(ctx.metric_names)]
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "objective"
+
+
+def _draw(plot: _Plot, ctx: _Context, out: Path, suffix: str, kwargs: dict[str, Any]) -> _Drawn:
+    import optuna.visualization as vis
+
+    stem = plot.name + suffix
+    if isinstance(plot.fn, _Own):
+        fig = plot.fn.plotly(ctx, **kwargs)
+    else:
+        fig = getattr(vis, plot.fn)(ctx.flat.study, **kwargs)
+    if plot.restyle_plotly:
+        plot.restyle_plotly(fig, ctx, kwargs)
+    html_path = out / f"{stem}.html"
+    fig.write_html(html_path, include_plotlyjs="directory")  # one plotly.min.js, works offline
+    png_path = out / f"{stem}.png"
+    _draw_png(plot, ctx, kwargs, png_path)
+    return _Drawn(_title(plot, suffix), html_path, png_path, plot.note(ctx))
+
+
+def _draw_png(plot: _Plot, ctx: _Context, kwargs: dict[str, Any], path: Path) -> None:
+    import matplotlib
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import optuna.visualization.matplotlib as vis_mpl
+    from optuna.exceptions import ExperimentalWarning
+
+    # rc_context: optuna's matplotlib plots switch the global style to ggplot.
+    with warnings.catch_warnings(), matplotlib.rc_context():
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        warnings.simplefilter("ignore", UserWarning)  # e.g. singular axis limits with 1 trial
+        if isinstance(plot.fn, _Own):
+            drawn = plot.fn.matplotlib(ctx, **kwargs)
+        else:
+            drawn = getattr(vis_mpl, plot.fn)(ctx.flat.study, **kwargs)
+        axes = np.ravel(drawn)  # Axes or array of them
+        try:
+            if plot.restyle_matplotlib:
+                plot.restyle_matplotlib(axes[0], ctx, kwargs)
+            axes[0].figure.savefig(path, dpi=PNG_DPI, bbox_inches="tight")
+        finally:
+            plt.close(axes[0].figure)
+
+
+def _title(plot: _Plot, suffix: str) -> str:
+    return f"{plot.title} ({suffix[1:]})" if suffix else plot.title
