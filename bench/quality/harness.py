@@ -101,6 +101,7 @@ def summarise(
                     "pruned_epoch_share": float(np.mean([min(t.pruned_epochs, budget) / budget for t in ts])),
                     "sampler_s_per_trial": float(np.mean([t.sampler_s / max(1, t.trials) for t in ts])),
                     "trials": float(np.mean([t.trials for t in ts])),
+                    "regrets": [round(float(r), 5) for r in regrets],  # per seed, in --seeds order: paired tests across tasks
                 }
                 for label, target in targets.items():
                     mine = stats.ert(ts, target, budget, ref, direction)
