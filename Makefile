@@ -12,6 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps 'mf-prior-bench==1.10.0'  # pins numpy<2, runs on 2 (its other needs are in [dev])
 	touch $@
 
 run: venv
@@ -26,6 +27,8 @@ test: check
 	$(BIN)/python -m pytest -q
 
 bench: venv
+	$(BIN)/pip install -q -e '.[dev,bench]'
+	$(BIN)/pip install -q --no-deps 'dehb==0.1.2' loguru distributed  # DEHB pins numpy<2; runs on 2
 	$(BIN)/python bench/run_all.py
 
 clean:

@@ -618,9 +618,14 @@ def notes(s: dict[str, Any], g: dict[str, Any], setup: Setup, defaults: dict[str
             if m not in ("random", "hpsearch")
         )
         + f". Why: TPE proposes its first trial after {n} start-up trials, which took {hp['tpe_startup_epochs']:g} of the "
-        f"{setup.budget} epochs (median); until then hpsearch is random search with pruning, and the median pruner runs its "
-        f"first {defaults['pruner_startup_trials']} trials unpruned ({defaults['pruner_startup_trials'] * setup.epochs} epochs). "
-        f"Afterwards it pruned {hp['pruned_after_startup']:g} of {hp['trials_after_startup']:g} trials (median).",
+        f"{setup.budget} epochs (median); until then hpsearch is random search with pruning"
+        + (
+            f", and the median pruner runs its first {defaults['pruner_startup_trials']} trials unpruned "
+            f"({defaults['pruner_startup_trials'] * setup.epochs} epochs). "
+            if defaults["pruner_startup_trials"] is not None
+            else f" ({defaults.get('pruner', 'its pruner')} from the first trial). "
+        )
+        + f"Afterwards it pruned {hp['pruned_after_startup']:g} of {hp['trials_after_startup']:g} trials (median).",
         f"Goal 2, test accuracy ≥ tutorial default + 1.5 points: {met[g2['met']]}: "
         + ("-" if g2["gain_points"] is None else f"{g2['gain_points']:+.2f} points")
         + f" ({pct(hp['test_acc'])} % vs {pct(dflt['test_acc'])} %, medians of {seeds} retrains). Every search's retrained "

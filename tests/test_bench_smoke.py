@@ -121,3 +121,43 @@ def test_sign_test_and_bootstrap_interval(bench):
     assert abs(luck.sign_test(9, 1) - 22 / 1024) < 1e-12  # 2 * (C(10,0) + C(10,1)) / 2**10
     low, high = luck.bootstrap_median([0.0, 1.0, 2.0, 3.0, 4.0], reps=2000)
     assert 0.0 <= low <= 2.0 <= high <= 4.0
+
+
+def test_search_quality_smoke_reports_every_figure_per_task_method_and_budget(tmp_path, monkeypatch):
+    """bench/search_quality.py --smoke: 2 tasks x 3 methods x 3 seeds through the real harness."""
+    monkeypatch.chdir(tmp_path)
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench import search_quality
+    finally:
+        sys.path.remove(str(ROOT))
+    search_quality.main(["--smoke", "--out", str(tmp_path), "--jobs", "1"])
+    result = json.loads((tmp_path / "search_quality.json").read_text())
+    assert set(result["tasks"]) == {"mfh3_good", "shaped"} and result["budgets"] == [12, 24]
+    for task in result["tasks"].values():
+        for budget in ("12", "24"):
+            rows = task["budgets"][budget]["methods"]
+            assert set(rows) == {"random", "optuna_default", "hpsearch"}
+            hp = rows["hpsearch"]
+            assert {"ert_speedup_vs_random", "median_regret", "win_rate_vs_optuna_default", "wilcoxon_p"} <= set(hp)
+            assert 0.0 <= hp["win_rate_vs_optuna_default"] <= 1.0 and len(hp["regrets"]) == 3
+            assert rows["random"]["ert_speedup_vs_random"] == 1.0  # random against itself
+
+
+def test_regret_and_expected_running_time_on_hand_made_traces():
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench.quality.methods import Trace
+        from bench.quality.stats import ert, regret, regret_at
+    finally:
+        sys.path.remove(str(ROOT))
+    ref = (1.0, 0.0)  # maximize: optimum 1, median random 0
+    assert regret(1.0, ref, "maximize") == 0.0 and regret(0.0, ref, "maximize") == 1.0
+    assert regret(2.0, (0.0, 2.0), "minimize") == 1.0
+    fast = Trace(spent=[6, 12], incumbent=[0.5, 0.95])
+    slow = Trace(spent=[6, 12, 18], incumbent=[0.2, 0.4, 0.5])
+    assert regret_at(fast, 11, ref, "maximize") == 0.5 and regret_at(fast, 12, ref, "maximize") == pytest.approx(0.05)
+    # target regret 0.5: fast hits at 6, slow at 18 -> (6 + 18) / 2 successes
+    assert ert([fast, slow], 0.5, 24, ref, "maximize") == 12.0
+    # target 0.1: only fast (12); slow pays its whole budget (24) -> 36 / 1
+    assert ert([fast, slow], 0.1, 24, ref, "maximize") == 36.0

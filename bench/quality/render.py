@@ -78,7 +78,9 @@ def goals(synthetic: dict[str, Any], table: dict[str, Any] | None, paired: dict[
             )
         else:
             rates = [row(src, t, budget, "hpsearch")["win_rate_vs_optuna_default"] for t in MFH]  # type: ignore[index]
-            out.append(f"| beats Optuna's defaults in >= 60 % of paired seeds at {budget} epochs | per task {min(rates):.0%}-{max(rates):.0%} | see page |")
+            out.append(
+                f"| beats Optuna's defaults in >= 60 % of paired seeds at {budget} epochs | per task {min(rates):.0%}-{max(rates):.0%} | see page |"
+            )
     worse = []
     for t in ("mfh3_terrible", "mfh6_terrible"):
         for budget in synthetic["budgets"]:
