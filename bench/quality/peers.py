@@ -1,11 +1,147 @@
-"""Peers outside Optuna (DEHB, SMAC3's Hyperband facade), driven through their own ask/tell.
+"""Peers outside Optuna, driven through their own ask/tell: DEHB and SMAC3's Hyperband facade.
 
-Each is registered only when its package imports (``pip install -e '.[bench]'``)."""
+Both get the task's space as a ConfigSpace (conditional options as conditions), ask for a
+(config, fidelity) pair, and are told the observed value at that fidelity. A job at fidelity f
+trains from scratch for round(f) epochs and costs them (neither continues a lower-fidelity run);
+a job at the full 6 epochs is a completed trial and may become the incumbent. Each is
+registered only when its package imports (``make bench`` installs them).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import math
+import tempfile
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # methods.py registers these peers: a runtime import would be a loop
+    from bench.quality.methods import Method, Trace
+    from bench.quality.tasks import Task
 
 
-def available() -> dict[str, Any]:
-    return {}
+def configspace(task: Task, seed: int) -> Any:
+    """The task's hpsearch space as a ConfigSpace, parameters named by their hpsearch path."""
+    from ConfigSpace import Categorical, ConfigurationSpace, EqualsCondition, Float, Integer
+
+    from hpsearch.spec.space import Choice, Const, parse_space
+    from hpsearch.spec.space import Float as HFloat
+    from hpsearch.spec.space import Int as HInt
+
+    tree = parse_space(task.space, "space", [])
+    cs = ConfigurationSpace(seed=seed)
+    made: dict[str, Any] = {}
+    conditions = []
+    for path, p in tree.parameters():
+        if isinstance(p, Const):
+            continue
+        if isinstance(p, HFloat):
+            hp = Float(path, (p.low, p.high), log=p.log)
+        elif isinstance(p, HInt):
+            hp = Integer(path, (p.low, p.high), log=p.log)
+        elif isinstance(p, Choice):
+            hp = Categorical(path, [str(o) for o in p.options])
+        else:
+            continue
+        made[path] = hp
+        cs.add(hp)
+        parent, _, _ = path.rpartition(".")
+        if parent:  # optimizer.sgd.lr: active when the choice at "optimizer" is "sgd"
+            choice_path, _, option = parent.rpartition(".")
+            conditions.append((path, choice_path, option))
+    for child, choice_path, option in conditions:
+        cs.add(EqualsCondition(made[child], made[choice_path], option))
+    return tree, cs
+
+
+def flat_config(tree: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """A ConfigSpace configuration (strings for choices) as hpsearch's flat config."""
+    from hpsearch.spec.space import Choice
+
+    params = {}
+    for path, p in tree.parameters():
+        if path in values:
+            v = values[path]
+            if isinstance(p, Choice):
+                v = next(o for o in p.options if str(o) == v)
+            params[path] = v
+    return tree.config_from_params(params)
+
+
+def _run(task: Task, budget: int, seed: int, ask: Any, tell: Any) -> Trace:
+    """The shared loop: ask (config, fidelity), spend its epochs, tell the observed value."""
+    from bench.quality.methods import Incumbent, Trace
+
+    trace, best, spent, own = Trace(), Incumbent(task), 0, 0.0
+    sign = -1.0 if task.direction == "maximize" else 1.0  # both peers minimise
+    while spent < budget:
+        t = time.perf_counter()
+        config, epochs, token = ask()
+        own += time.perf_counter() - t
+        epochs = max(1, min(task.max_epochs, int(round(epochs))))
+        if spent + epochs > budget:
+            break  # cut off: it would end past the budget
+        trace.trials += 1
+        values = task.curve(config, epochs, seed * 100_003 + trace.trials)
+        spent += epochs
+        if epochs == task.max_epochs:
+            best.offer(config, values[-1])
+        else:
+            trace.pruned_epochs += epochs  # a lower-fidelity job: spent on a run that stops early
+        t = time.perf_counter()
+        tell(token, sign * values[-1], epochs)
+        own += time.perf_counter() - t
+        trace.spent.append(spent)
+        trace.incumbent.append(best.true)
+    trace.sampler_s = own
+    return trace
+
+
+def dehb_search(task: Task, budget: int, seed: int) -> Trace:
+    from dehb import DEHB
+
+    tree, cs = configspace(task, seed)
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory() as out:
+        opt = DEHB(cs=cs, min_fidelity=1, max_fidelity=task.max_epochs, eta=3, n_workers=1, seed=seed, output_path=out, log_level="ERROR")
+
+        def ask() -> tuple[dict[str, Any], float, Any]:
+            job = opt.ask()
+            config = job["config"]
+            values = dict(config) if hasattr(config, "keys") else dict(opt.vector_to_configspace(config))
+            return flat_config(tree, values), job["fidelity"], job
+
+        def tell(job: Any, loss: float, epochs: int) -> None:
+            opt.tell(job, {"fitness": loss, "cost": float(epochs)})
+
+        return _run(task, budget, seed, ask, tell)
+
+
+def smac_hb_search(task: Task, budget: int, seed: int) -> Trace:
+    from smac import HyperbandFacade, Scenario
+    from smac.runhistory.dataclasses import TrialValue
+
+    tree, cs = configspace(task, seed)
+    with tempfile.TemporaryDirectory() as out:
+        scenario = Scenario(
+            cs, deterministic=True, n_trials=10_000, min_budget=1, max_budget=task.max_epochs, seed=seed, output_directory=out
+        )
+        intensifier = HyperbandFacade.get_intensifier(scenario, eta=3)
+        smac = HyperbandFacade(scenario, lambda config, seed=0, budget=1: 0.0, intensifier=intensifier, overwrite=True, logging_level=40)
+
+        def ask() -> tuple[dict[str, Any], float, Any]:
+            info = smac.ask()
+            return flat_config(tree, dict(info.config)), info.budget or task.max_epochs, info
+
+        def tell(info: Any, loss: float, epochs: int) -> None:
+            smac.tell(info, TrialValue(cost=loss if math.isfinite(loss) else 1e9))
+
+        return _run(task, budget, seed, ask, tell)
+
+
+def available() -> dict[str, Method]:
+    """The peers whose packages are installed (found, not imported: dask takes seconds)."""
+    from importlib.util import find_spec
+
+    peers: dict[str, Method] = {"dehb": dehb_search, "smac_hb": smac_hb_search}
+    return {name: fn for name, fn in peers.items() if find_spec(name.split("_")[0]) is not None}
