@@ -249,12 +249,36 @@ def test_slice_and_contour_draw_lr_coloured_by_optimizer(tmp_path: Path) -> None
     n_completed = len(lr_traces["optimizer=sgd"]["x"]) + len(lr_traces["optimizer=adamw"]["x"])
     assert n_completed == len(completed)
     assert len(lr_traces["pruned (last reported)"]["x"]) == 4
-    # Contour: lr against the top other parameter, not optimizer (that is the colour).
-    contour = _figure(out / "contour.html")["layout"]
-    titles = {contour[a]["title"]["text"]: contour[a].get("type") for a in ("xaxis", "yaxis")}
-    assert titles.pop("lr") == "log" and set(titles) < {"batch_size", "weight_decay", "schedule"}
-    names = {t.get("name") for t in _figure(out / "contour.html")["data"]}
-    assert {"optimizer=sgd", "optimizer=adamw"} <= names
+
+
+def test_contour_is_drawn_per_optimizer_over_its_own_lr_range(tmp_path: Path) -> None:
+    # One surface across sgd's 0.01-0.5 and adamw's 3e-4-1e-2 would interpolate values no option ran.
+    study, completed = _tree_study(tmp_path)
+
+    write_report(study, tmp_path / "report")
+
+    out = tmp_path / "report"
+    assert not (out / "contour.html").exists()
+    slice_colours = {t["name"]: t["marker"]["color"] for t in _figure(out / "slice.html")["data"]}
+    ranges = {"sgd": (0.01, 0.5), "adamw": (3e-4, 1e-2)}
+    for option, (low, high) in ranges.items():
+        fig = _figure(out / f"contour_optimizer-{option}.html")
+        axes = {fig["layout"][a]["title"]["text"]: a[0] for a in ("xaxis", "yaxis")}
+        assert fig["layout"][f"{axes['lr']}axis"]["type"] == "log"
+        assert set(axes) - {"lr"} < {
+            "batch_size",
+            "weight_decay",
+            "optimizer.sgd.momentum",
+            "optimizer.adamw.beta2",
+            "schedule.cosine.min_lr_ratio",
+        }
+        [points] = [t for t in fig["data"] if t.get("visible", True) and t.get("mode") == "markers"]
+        assert points["name"] == f"optimizer={option}"  # the legend says what the points are
+        assert points["marker"]["color"] == slice_colours[f"optimizer={option}"]  # in the option's colour
+        assert all(low <= lr <= high for lr in points[axes["lr"]])  # its own lr range only
+        assert len(points["x"]) == sum(t.params["optimizer"] == option for t in completed)
+    index = (out / "index.html").read_text()
+    assert "optimizer=sgd trials only: each option has its own lr range" in index
 
 
 @pytest.mark.parametrize("direction", ["minimize", "maximize"])
@@ -271,11 +295,11 @@ def test_slice_stars_the_best_trial_of_the_study_direction(tmp_path: Path, direc
 
 
 def test_parallel_coordinates_draw_the_top_parameters_and_always_lr(tmp_path: Path) -> None:
-    study = _study(tmp_path, "twelve", ["minimize"], ["val_loss"])
+    study = _study(tmp_path, "fourteen", ["minimize"], ["val_loss"])
 
     def objective(trial: optuna.Trial) -> float:  # lr does not matter here: it is still drawn
         trial.suggest_float("lr", 1e-4, 1e-1, log=True)
-        return sum((i + 1) * trial.suggest_float(f"p{i:02d}", 0.0, 1.0) for i in range(11))
+        return sum((i + 1) * trial.suggest_float(f"p{i:02d}", 0.0, 1.0) for i in range(13))
 
     study.optimize(objective, n_trials=30)
 
@@ -287,6 +311,61 @@ def test_parallel_coordinates_draw_the_top_parameters_and_always_lr(tmp_path: Pa
     assert "lr" in axes
     index = (out / "index.html").read_text()
     hidden = sorted(set(study.trials[0].params) - set(axes))
-    assert len(hidden) == 12 - PARALLEL_PARAMS
-    assert f"top {PARALLEL_PARAMS} of 12 parameters by importance; not drawn: " in index
+    assert len(hidden) == 14 - PARALLEL_PARAMS
+    assert f"top {PARALLEL_PARAMS} of 14 parameters by importance; not drawn: " in index
     assert all(name in index.split("not drawn: ")[1].split("<")[0] for name in hidden)
+
+
+def _axis_labels(fig: dict[str, Any], name: str) -> list[str]:
+    """A parallel-coordinates axis's tick labels, bottom to top."""
+    x = fig["layout"]["xaxis"]["ticktext"].index(name)
+    ticks = [a for a in fig["layout"]["annotations"] if a["x"] == x]
+    return [a["text"] for a in sorted(ticks, key=lambda a: a["y"])]
+
+
+def test_parallel_coordinates_sort_choices_leave_gaps_and_keep_a_visible_colour_range(tmp_path: Path) -> None:
+    study, completed = _tree_study(tmp_path)
+
+    write_report(study, tmp_path / "report")
+
+    fig = _figure(tmp_path / "report" / "parallel_coordinate.html")
+    names = fig["layout"]["xaxis"]["ticktext"]
+    assert _axis_labels(fig, "batch_size") == ["32", "64", "128"]  # by value, not as text (128, 32, 64)
+    assert _axis_labels(fig, "optimizer") == ["adamw", "sgd"]
+    lines = [t for t in fig["data"] if t["mode"].startswith("lines")]
+    assert len(lines) == len(completed)
+    assert "None" not in json.dumps(fig)  # a missing momentum is no tick and no label
+    momentum = names.index("optimizer.sgd.momentum")
+    gaps = sum(line["y"][momentum] is None for line in lines)  # adamw trials have no momentum: a gap
+    assert gaps == sum(t.params["optimizer"] == "adamw" for t in completed) > 0
+    for line in lines:  # the worst line too: no channel near white means it shows on white paper
+        red, green, blue = (int(line["line"]["color"][i : i + 2], 16) for i in (1, 3, 5))
+        assert min(red, green, blue) < 200, line["line"]["color"]
+    assert fig["layout"]["title"]["text"].startswith("Parallel coordinates: top ")
+
+
+def test_learning_curves_have_whole_epoch_ticks(tmp_path: Path) -> None:
+    study = _study(tmp_path, "three-epochs", ["minimize"], ["val_loss"])
+
+    def objective(trial: optuna.Trial) -> float:  # 3 epochs: optuna's default ticks would be 1, 1.25, 1.5, ...
+        lr = trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+        for epoch in (1, 2, 3):
+            trial.report(lr / epoch, step=epoch)
+        return lr / 3
+
+    study.optimize(objective, n_trials=3)
+
+    write_report(study, tmp_path / "report")
+
+    xaxis = _figure(tmp_path / "report" / "intermediate.html")["layout"]["xaxis"]
+    assert (xaxis["tickmode"], xaxis["dtick"]) == ("linear", 1)
+
+
+def test_the_page_says_why_dashboard_importances_differ(tmp_path: Path) -> None:
+    study, _ = _tree_study(tmp_path)
+
+    write_report(study, tmp_path / "report")
+
+    index = (tmp_path / "report" / "index.html").read_text()
+    note = index.split("<p id='dashboard-differs'>")[1].split("</p>")[0]
+    assert "optuna-dashboard" in note and "optimizer.adamw.lr, optimizer.sgd.lr" in note and "no lr to rank" in note

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import optuna
@@ -151,3 +151,15 @@ def _params_by_count(trials: list[FrozenTrial]) -> list[str]:
         for name in t.params:
             counts[name] = counts.get(name, 0) + 1
     return sorted(counts, key=lambda name: (-counts[name], name))
+
+
+def _natural(value: Any) -> tuple[int, float, str]:
+    """Sort key for choices: numbers by value (32, 64, 128), then the rest by their text."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
+
+
+def _choices(ctx: _Context, param: str) -> list[Any]:
+    """A categorical parameter's choices in natural order (numbers by value)."""
+    return sorted(getattr(_distribution(ctx, param), "choices", ()), key=_natural)

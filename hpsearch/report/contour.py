@@ -1,36 +1,100 @@
-"""Contours of the learning rate against the top other parameter."""
+"""Contours of the learning rate against the top other parameter: one per optimizer option.
+
+Options of one choice have their own learning-rate ranges (sgd 0.01-0.5, adamw 3e-4-1e-2): one
+surface interpolated across both would invent values between them that no option ever ran.
+So when the learning rate is merged over a choice, each option with enough completed trials gets
+its own contour over its own trials, its points in the option's colour; otherwise one contour of
+the top two parameters. The other axis is numeric where it can be: a contour between category
+positions is an interpolation between unordered things.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from hpsearch.report.context import STATE_COLOURS, _colour_by, _Context, _is_lr, _numeric, _option_colours
+from hpsearch.report.context import STATE_COLOURS, _Context, _distribution, _is_lr, _numeric, _option_colours
 from hpsearch.report.flatten import _complete
 from hpsearch.report.slices import _Points
 
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
 
-def _contour_params(ctx: _Context) -> dict[str, Any]:
-    """The learning rate and the most important other parameter, or the top two. Not the
-    choice the learning rate is merged over: its options are the points' colours instead."""
-    lr = [p for p in ctx.top_params if _is_lr(p)][:1]
-    own = {ctx.flat.merged[p].choice for p in lr if p in ctx.flat.merged}
-    others = [p for p in ctx.top_params if p not in lr]
-    others = [p for p in others if p not in own] or others
-    return {"params": lr + others[: 2 - len(lr)]}
+CONTOUR_MIN_TRIALS = 3  # completed trials an option needs for a contour of its own
+
+
+def _contour_sets(ctx: _Context) -> list[tuple[str, dict[str, Any]]]:
+    """(file-name suffix, kwargs) per contour: one per option of the choice the learning rate is
+    merged over (suffix `_optimizer-sgd`), else one of the top two parameters."""
+    lr = next((p for p in ctx.top_params if _is_lr(p)), None)
+    merged = ctx.flat.merged.get(lr) if lr else None
+    if lr is None or merged is None:
+        return [("", {"params": _pair(ctx, lr, ctx.top_params, ctx.completed)})]
+    sets = []
+    for choice, option in ctx.flat.options:
+        if choice != merged.choice:
+            continue
+        trials = [t for t in _completed(ctx) if t.params.get(choice) == option and lr in t.params]
+        if len(trials) >= CONTOUR_MIN_TRIALS:
+            ranked = _ranking(ctx, f"{choice}={option}")
+            others = [p for p in ranked if p != choice and all(p in t.params for t in trials)]
+            sets.append((f"_{choice}-{option}", {"params": _pair(ctx, lr, others, trials), "option": (choice, option)}))
+    return sets or [("", {"params": _pair(ctx, lr, [p for p in ctx.top_params if p != merged.choice], ctx.completed)})]
+
+
+def _completed(ctx: _Context) -> list[FrozenTrial]:
+    return ctx.flat.study.get_trials(deepcopy=False, states=_complete())
+
+
+def _ranking(ctx: _Context, trials: str) -> list[str]:
+    """Parameters by importance within one set of trials (its own ranking when computed), then the rest."""
+    own = next((list(g.scores) for g in ctx.importances if g.trials == trials and g.metric == ctx.metric_names[0]), [])
+    return own + [p for p in ctx.top_params if p not in own]
+
+
+def _pair(ctx: _Context, lr: str | None, ranked: list[str], trials: list[FrozenTrial]) -> list[str]:
+    """The learning rate (if any) and the most important other parameter, a numeric one first;
+    sorted by name, as optuna puts them on x and y."""
+    others = [p for p in ranked if p != lr and len({t.params.get(p) for t in trials}) > 1]
+    others = sorted(others, key=lambda p: not _numeric(ctx, p))  # stable: importance order within each kind
+    return sorted(([lr] if lr else []) + others[: 1 if lr else 2])
+
+
+def _contour_study(ctx: _Context, kwargs: dict[str, Any]) -> optuna.Study:
+    """The flattened study, or only one option's trials when the contour is per option."""
+    import optuna
+
+    if "option" not in kwargs:
+        return ctx.flat.study
+    choice, option = kwargs["option"]
+    subset = optuna.create_study(directions=ctx.study.directions)
+    subset.add_trials([t for t in ctx.flat.study.get_trials(deepcopy=False) if t.params.get(choice) == option])
+    return subset
+
+
+def _contour_title(kwargs: dict[str, Any]) -> str:
+    x, y = kwargs["params"]
+    where = f", {kwargs['option'][0]}={kwargs['option'][1]} trials only" if "option" in kwargs else ""
+    return f"Contour of {kwargs.get('target_name', 'value')}: {y} against {x}{where}"
+
+
+def _contour_note(ctx: _Context, kwargs: dict[str, Any]) -> str:
+    x, y = kwargs["params"]
+    if "option" not in kwargs:
+        return f"{y} against {x}"
+    choice, option = kwargs["option"]
+    lr = next((p for p in (x, y) if _is_lr(p)), x)
+    return f"{y} against {x}; {choice}={option} trials only: each option has its own {lr} range"
 
 
 def _contour_points_plotly(fig: Any, ctx: _Context, kwargs: dict[str, Any]) -> None:
-    """Optuna draws every trial black: redraw the points coloured by option."""
+    """Optuna draws every trial black: redraw the points in their option's colour, named in the legend."""
     import plotly.graph_objects as go
 
-    x_param, y_param = kwargs["params"]
-    colour_by = _colour_by(ctx, kwargs["params"])
-    if colour_by is None:
-        return
     for trace in fig.data:
         if trace.type == "scatter":
             trace.visible = False
-    for s in _contour_series(ctx, x_param, y_param, colour_by):
+    for s in _contour_series(ctx, kwargs):
         fig.add_trace(
             go.Scatter(
                 x=s.x,
@@ -38,31 +102,42 @@ def _contour_points_plotly(fig: Any, ctx: _Context, kwargs: dict[str, Any]) -> N
                 mode="markers",
                 name=s.label,
                 customdata=s.trials,
-                marker={"color": s.colour, "line": {"color": "white", "width": 1}, "size": 8},
+                marker={"color": s.colour, "line": {"color": "white", "width": 1}, "size": 9},
                 hovertemplate=f"trial %{{customdata}}<extra>{s.label}</extra>",
             )
         )
-    fig.update_layout(showlegend=True, legend={"x": 1.2})  # clear of the colour bar
+    fig.update_layout(title=_contour_title(kwargs), showlegend=True, legend={"x": 1.2})  # clear of the colour bar
 
 
 def _contour_points_matplotlib(ax: Any, ctx: _Context, kwargs: dict[str, Any]) -> None:
+    from matplotlib.collections import PathCollection
+    from matplotlib.ticker import MaxNLocator
+    from optuna.distributions import IntDistribution
+
+    ax.set_title(_contour_title(kwargs), fontsize=10)
+    for axis, param in zip((ax.xaxis, ax.yaxis), kwargs["params"], strict=True):
+        if isinstance(_distribution(ctx, param), IntDistribution):
+            axis.set_major_locator(MaxNLocator(integer=True))  # no tick at 2.5 warmup epochs
+    if not all(_numeric(ctx, p) for p in kwargs["params"]):
+        return  # optuna puts categories at integer positions: leave its own points
+    for c in [c for c in ax.collections if isinstance(c, PathCollection)]:
+        c.remove()  # optuna's black points
+    for s in _contour_series(ctx, kwargs):
+        ax.scatter(s.x, s.y, c=s.colour, edgecolors="white", linewidths=0.8, s=36, label=s.label, zorder=5)
+    ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.12), ncol=4, frameon=False)
+
+
+def _contour_series(ctx: _Context, kwargs: dict[str, Any]) -> list[_Points]:
+    """Completed trials of the contour, per option of the choice they are coloured by."""
     x_param, y_param = kwargs["params"]
-    colour_by = _colour_by(ctx, kwargs["params"])
-    if colour_by is None or not (_numeric(ctx, x_param) and _numeric(ctx, y_param)):
-        return  # optuna puts categories at integer positions; leave its own points
-    for s in _contour_series(ctx, x_param, y_param, colour_by):
-        ax.scatter(s.x, s.y, c=s.colour, edgecolors="white", s=30, label=s.label, zorder=5)
-    ax.legend(loc="best")
-
-
-def _contour_series(ctx: _Context, x_param: str, y_param: str, colour_by: str) -> list[_Points]:
-    """Completed trials per option, at the positions optuna's plotly contour uses."""
-    colours = _option_colours(ctx, colour_by)
+    choice = kwargs["option"][0] if "option" in kwargs else next((c for c, _ in ctx.flat.options), None)
+    colours = _option_colours(ctx, choice)
     as_x, as_y = ((lambda v: v) if _numeric(ctx, p) else str for p in (x_param, y_param))
+    study = _contour_study(ctx, kwargs)
     by_label: dict[str, list[tuple[Any, Any, int]]] = {}
-    for t in ctx.flat.study.get_trials(deepcopy=False, states=_complete()):
+    for t in study.get_trials(deepcopy=False, states=_complete()):
         if x_param in t.params and y_param in t.params:
-            label = f"{colour_by}={t.params.get(colour_by)}"
+            label = f"{choice}={t.params[choice]}" if choice in t.params else "complete"
             by_label.setdefault(label, []).append((as_x(t.params[x_param]), as_y(t.params[y_param]), t.number))
     return [
         _Points(label, colours.get(label, STATE_COLOURS["COMPLETE"]), "circle", *map(list, zip(*points, strict=True)))

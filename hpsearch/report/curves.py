@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from hpsearch.report.context import STATE_COLOURS, _Context, _trial_states
@@ -30,10 +31,12 @@ def _colour_curves_plotly(fig: Any, ctx: _Context, kwargs: dict[str, Any]) -> No
         )
         shown.add(state)
     fig.update_layout(title="Learning curves", showlegend=True, xaxis_title="epoch", yaxis_title=ctx.metric_names[0])
+    fig.update_xaxes(tickmode="linear", tick0=0, dtick=_epoch_step(ctx))  # whole epochs: no tick at 1.25
 
 
 def _colour_curves_matplotlib(ax: Any, ctx: _Context, kwargs: dict[str, Any]) -> None:
     from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
 
     states = _trial_states(ctx)
     present: set[str] = set()
@@ -50,4 +53,11 @@ def _colour_curves_matplotlib(ax: Any, ctx: _Context, kwargs: dict[str, Any]) ->
     ax.legend(handles=handles, loc="best")  # replaces optuna's one-entry-per-trial legend
     ax.set_title("Learning curves")
     ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole epochs: no tick at 1.25
     ax.set_ylabel(ctx.metric_names[0])
+
+
+def _epoch_step(ctx: _Context) -> int:
+    """Epochs between ticks: 1 up to 10 epochs, then about 10 ticks."""
+    last = max((max(t.intermediate_values) for t in ctx.trials if t.intermediate_values), default=1)
+    return max(1, math.ceil(last / 10))

@@ -192,6 +192,7 @@ def _importances_section(ctx: _Context) -> str:
             for name, m in ctx.flat.merged.items()
         )
         parts.append(f"<p id='merged'>Merged across options: {merged}</p>")
+        parts.append(_dashboard_note(ctx))
     if ctx.importances:
         header = ["parameter"] + [f"{html.escape(g.trials)} · {html.escape(g.metric)} ({g.completed} trials)" for g in ctx.importances]
         rows = [[html.escape(p)] + [_fmt(g.scores.get(p), ".3f") for g in ctx.importances] for p in _importance_rows(ctx.importances)]
@@ -223,3 +224,15 @@ def _plots_section(drawn: list[_Drawn], skipped: list[tuple[str, str]]) -> str:
         items = "".join(f"<li>{html.escape(title)}: {html.escape(reason)}</li>" for title, reason in skipped)
         parts.append(f"<h3>Skipped</h3><ul class='skipped'>{items}</ul>")
     return "\n".join(parts)
+
+
+def _dashboard_note(ctx: _Context) -> str:
+    """Why optuna-dashboard's importances differ: it reads the stored parameters, where a merged
+    one is several parameters each sampled in only some trials (optuna_dashboard/_importance.py)."""
+    paths = ", ".join(html.escape(p) for m in ctx.flat.merged.values() for p in m.paths)
+    names = ", ".join(html.escape(n) for n in ctx.flat.merged)
+    return (
+        "<p id='dashboard-differs'>optuna-dashboard's importances differ from these: it ranks the stored "
+        "parameters that every completed trial has (with PED-ANOVA, not fANOVA), so it leaves out "
+        f"{paths}, each sampled under one option only, and has no {names} to rank.</p>"
+    )

@@ -11,10 +11,10 @@ from typing import Any
 
 from hpsearch.report.bars import _importances_matplotlib, _importances_plotly
 from hpsearch.report.context import _Context, _focus
-from hpsearch.report.contour import _contour_params, _contour_points_matplotlib, _contour_points_plotly
+from hpsearch.report.contour import _contour_note, _contour_points_matplotlib, _contour_points_plotly, _contour_sets, _contour_study
 from hpsearch.report.curves import _colour_curves_matplotlib, _colour_curves_plotly, _skip_curves
 from hpsearch.report.importances import _objective
-from hpsearch.report.parallel import PARALLEL_PARAMS, _parallel_note, _title_parallel_matplotlib, _title_parallel_plotly
+from hpsearch.report.parallel import PARALLEL_PARAMS, _parallel_matplotlib, _parallel_note, _parallel_plotly
 from hpsearch.report.slices import SLICE_PARAMS, _slice_matplotlib, _slice_plotly
 
 PNG_DPI = 100  # optuna's 6.4 x 4.8 in figures -> about 640 x 480 px
@@ -37,11 +37,15 @@ class _Plot:
     fn: str | _Own
     skip: Callable[[_Context], str | None]  # reason the plot does not apply, or None
     kwargs: Callable[[_Context], dict[str, Any]] = lambda ctx: {}
+    # (file-name suffix, kwargs) per drawing before the per-objective ones, e.g. one contour per option
+    sets: Callable[[_Context], list[tuple[str, dict[str, Any]]]] = lambda ctx: [("", {})]
+    # what optuna's function draws from: the flattened study, or a subset of it (kwargs["option"])
+    study: Callable[[_Context, dict[str, Any]], Any] = lambda ctx, kwargs: ctx.flat.study
     per_objective: bool = True  # one plot per objective via target= in multi-objective studies
     multi_only: bool = False
     restyle_plotly: Callable[[Any, _Context, dict[str, Any]], None] | None = None
     restyle_matplotlib: Callable[[Any, _Context, dict[str, Any]], None] | None = None
-    note: Callable[[_Context], str | None] = lambda ctx: None  # a line under the plot
+    note: Callable[[_Context, dict[str, Any]], str | None] = lambda ctx, kwargs: None  # a line under the plot
 
 
 @dataclass(frozen=True)
@@ -96,11 +100,9 @@ _PLOTS: tuple[_Plot, ...] = (
     _Plot(
         "parallel_coordinate",
         "Parallel coordinates",
-        "plot_parallel_coordinate",
+        _Own(_parallel_plotly, _parallel_matplotlib),
         _needs_params(1),
         lambda ctx: {"params": _focus(ctx, PARALLEL_PARAMS)},
-        restyle_plotly=_title_parallel_plotly,
-        restyle_matplotlib=_title_parallel_matplotlib,
         note=_parallel_note,
     ),
     _Plot(
@@ -108,7 +110,7 @@ _PLOTS: tuple[_Plot, ...] = (
         "Parameter importances (fANOVA): all trials and per option",
         _Own(_importances_plotly, _importances_matplotlib),
         _skip_importances,
-        note=lambda ctx: "every set of trials: the table above and importances.json",
+        note=lambda ctx, kwargs: "every set of trials: the table above and importances.json",
     ),
     _Plot(
         "slice",
@@ -122,10 +124,11 @@ _PLOTS: tuple[_Plot, ...] = (
         "Contour of the top two parameters, the learning rate always one",
         "plot_contour",
         _needs_params(2, 2),
-        _contour_params,
+        sets=_contour_sets,
+        study=_contour_study,
         restyle_plotly=_contour_points_plotly,
         restyle_matplotlib=_contour_points_matplotlib,
-        note=lambda ctx: " against ".join(_contour_params(ctx)["params"]),
+        note=_contour_note,
     ),
     _Plot(
         "pareto_front",
@@ -140,13 +143,20 @@ _PLOTS: tuple[_Plot, ...] = (
 
 
 def _variants(plot: _Plot, ctx: _Context) -> list[tuple[str, dict[str, Any]]]:
-    """(file-name suffix, kwargs) per drawing: one per objective where that applies."""
-    base = plot.kwargs(ctx)
+    """(file-name suffix, kwargs) per drawing: per set (e.g. option), then per objective where that applies."""
+    return [(suffix + more, kw) for suffix, kwargs in plot.sets(ctx) for more, kw in _objectives(plot, ctx, {**plot.kwargs(ctx), **kwargs})]
+
+
+def _objectives(plot: _Plot, ctx: _Context, base: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     if not plot.per_objective:
         return [("", base)]
     if not ctx.multi:
         return [("", {**base, "target_name": ctx.metric_names[0]})]
     return [(f"_{_slug(name)}", {**base, "target": _objective(i), "target_name": name}) for i, name in enumerate(ctx.metric_names)]
+
+
+def _optuna_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if k != "option"}  # "option": ours, which trials to draw
 
 
 def _slug(name: str) -> str:
@@ -160,14 +170,14 @@ def _draw(plot: _Plot, ctx: _Context, out: Path, suffix: str, kwargs: dict[str, 
     if isinstance(plot.fn, _Own):
         fig = plot.fn.plotly(ctx, **kwargs)
     else:
-        fig = getattr(vis, plot.fn)(ctx.flat.study, **kwargs)
+        fig = getattr(vis, plot.fn)(plot.study(ctx, kwargs), **_optuna_kwargs(kwargs))
     if plot.restyle_plotly:
         plot.restyle_plotly(fig, ctx, kwargs)
     html_path = out / f"{stem}.html"
     fig.write_html(html_path, include_plotlyjs="directory")  # one plotly.min.js, works offline
     png_path = out / f"{stem}.png"
     _draw_png(plot, ctx, kwargs, png_path)
-    return _Drawn(_title(plot, suffix), html_path, png_path, plot.note(ctx))
+    return _Drawn(_title(plot, suffix), html_path, png_path, plot.note(ctx, kwargs))
 
 
 def _draw_png(plot: _Plot, ctx: _Context, kwargs: dict[str, Any], path: Path) -> None:
@@ -184,7 +194,7 @@ def _draw_png(plot: _Plot, ctx: _Context, kwargs: dict[str, Any], path: Path) ->
         if isinstance(plot.fn, _Own):
             drawn = plot.fn.matplotlib(ctx, **kwargs)
         else:
-            drawn = getattr(vis_mpl, plot.fn)(ctx.flat.study, **kwargs)
+            drawn = getattr(vis_mpl, plot.fn)(plot.study(ctx, kwargs), **_optuna_kwargs(kwargs))
         axes = np.ravel(drawn)  # Axes or array of them
         try:
             if plot.restyle_matplotlib:

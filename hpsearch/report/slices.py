@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hpsearch.report.context import PRUNED_COLOUR, STATE_COLOURS, _axis, _best, _colour_by, _Context, _option_colours
+from hpsearch.report.context import PRUNED_COLOUR, STATE_COLOURS, _axis, _best, _choices, _colour_by, _Context, _option_colours
 
 SLICE_PARAMS = 4  # panels in the slice plot
 
@@ -104,6 +104,8 @@ def _slice_plotly(ctx: _Context, **kwargs: Any) -> Any:
             shown.add(s.label)
         axis = _axis(ctx, param)
         fig.update_xaxes(title_text=param, type="-" if axis == "linear" else axis, row=1, col=col)
+        if axis == "category":  # 32, 64, 128, not the order first seen
+            fig.update_xaxes(categoryorder="array", categoryarray=[str(c) for c in _choices(ctx, param)], row=1, col=col)
     fig.update_yaxes(title_text=metric, row=1, col=1)
     fig.update_layout(title=_slice_title(ctx, metric, colour_by), width=max(700, 300 * len(params)), height=450)
     return fig
@@ -118,6 +120,9 @@ def _slice_matplotlib(ctx: _Context, **kwargs: Any) -> Any:
     fig, axes = plt.subplots(1, len(params), sharey=True, squeeze=False, figsize=(max(6.4, 3.2 * len(params)), 4.4))
     handles: dict[str, Any] = {}
     for ax, param in zip(axes[0], params, strict=True):
+        if _axis(ctx, param) == "category":  # matplotlib places categories in the order first plotted: 32, 64, 128
+            order = [str(c) for c in _choices(ctx, param)]
+            ax.plot(order, [math.nan] * len(order), linestyle="none")
         for s in _points(ctx, param, objective, colour_by):
             style = _MPL_MARKERS[s.symbol]
             colour = {"edgecolors" if "facecolors" in style else "c": s.colour}
