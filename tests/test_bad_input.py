@@ -99,6 +99,11 @@ FLAG_CASES = {
     "set_inverted_range": (["--set", "space.lr.float=[1, 0.1]"], "low must be < high"),
     "set_into_a_scalar": (["--set", "study.name=x"], "--set study.name: study is not a mapping"),
     "unknown_flag": (["--trails", "3"], "unrecognized arguments: --trails 3"),
+    "seed_negative": (["--set", "sampler.seed=-1"], "sampler.seed: Input should be greater than or equal to 0"),
+    "seed_huge": (["--set", "sampler.seed=1e20"], "sampler.seed: Input should be a valid integer"),
+    "set_key_path_too_deep": (["--set", ".".join(["a"] * 1000) + "=1"], "the key path is 1000 levels deep (limit 32)"),
+    "workers_beyond_bound": (["--workers", "100000"], "resources.workers: 100000 trial slots on"),
+    "trials_boolean": (["--set", "budget.trials=true"], "budget.trials: Input should be a valid integer, got True"),
     "backend_unknown": (["--backend", "rayy"], "argument --backend: invalid choice: 'rayy'"),
     "study_name_bad": (["--study", "a b"], "study: must be letters, digits"),
     "storage_unreachable": (

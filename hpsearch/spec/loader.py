@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import math
 import os
 import re
 import sys
@@ -29,6 +30,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from hpsearch.base.cores import cpu_cores
 from hpsearch.base.errors import SpecError
 from hpsearch.base.text import did_you_mean
 from hpsearch.spec.objective import BUILTIN, load_objective
@@ -49,7 +51,8 @@ else:  # pydantic checks the name against the registry (and the error lists the 
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # strict: `trials: true` is not 1 and `workers: "2"` is not 2 (a float field still takes an int)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class Budget(Section):
@@ -60,7 +63,7 @@ class Budget(Section):
 
 class SamplerSpec(Section):
     name: SamplerName | None = None  # default: tpe, or nsga2 for several metrics
-    seed: int | None = None
+    seed: int | None = Field(None, ge=0, le=2**32 - 1)  # NumPy's (and so Optuna's) seed range
     startup_trials: int | None = Field(None, ge=0)  # random trials before the model kicks in (tpe, gp, cmaes)
     population_size: int | None = Field(None, ge=2)  # nsga2
 
@@ -443,9 +446,11 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str] | tuple[str, ...],
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise SpecError(f"--set {item!r}: expected key.path=value, e.g. --set budget.trials=10")
+        parts = key.strip().split(".")
+        if len(parts) > MAX_DEPTH:
+            raise SpecError(f"--set {key.strip()[:60]}...: the key path is {len(parts)} levels deep (limit {MAX_DEPTH})")
         value = parse_value(text, f"--set {key.strip()}")
         node = raw
-        parts = key.strip().split(".")
         for part in parts[:-1]:
             child = node.get(part)
             if child is None:
@@ -502,6 +507,22 @@ def known_keys(parent: list[str]) -> list[str]:
     return list(model.model_fields)
 
 
+MAX_WORKERS_PER_CORE = 16  # trial slots per core before `workers` is refused (GPU slots wait on the GPU, not a core)
+
+
+def not_plain(value: Any) -> str | None:
+    """Why a value cannot travel as a trial's JSON config (None when it can)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    if isinstance(value, (bytes, set, frozenset, tuple)) or not isinstance(value, (str, int, float, bool, list, dict, type(None))):
+        return f"a {type(value).__name__} ({str(value)[:40]!r}) is not plain data"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for _, item in items:
+        if problem := not_plain(item):
+            return problem
+    return None
+
+
 def check_consistency(spec: Spec, errors: list[str]) -> None:
     if len(spec.metrics) != len(spec.directions):
         errors.append(f"direction: {len(spec.metrics)} metric(s) {spec.metrics} but {len(spec.directions)} direction(s)")
@@ -513,6 +534,16 @@ def check_consistency(spec: Spec, errors: list[str]) -> None:
             f"space: nothing to search (no range or choice): all {spec.budget.trials} trials would run the same config; "
             "add parameters under space:, or train one fixed config with `hpsearch train FILE` "
             "(FILE holds objective:, metric: and config:, as `hpsearch export` writes it)"
+        )
+    for key, value in spec.fixed.items():
+        problem = not_plain(value)
+        if problem:
+            errors.append(f"fixed.{key}: {problem}; a trial's config is plain data (numbers, text, booleans, lists, mappings)")
+    workers, most = spec.resources.workers, MAX_WORKERS_PER_CORE * cpu_cores()
+    if workers is not None and workers > most:
+        errors.append(
+            f"resources.workers: {workers} trial slots on {cpu_cores()} cores; at most {most} here "
+            f"({MAX_WORKERS_PER_CORE} per core): more only thrash the machine"
         )
     top = set(tree.params)
     for key in sorted(top & set(spec.fixed)):

@@ -213,6 +213,9 @@ def parse_choice(raw: Any, where: str, errors: list[str]) -> Choice | None:
         if any(not isinstance(o, (bool, int, float, str)) or o is None for o in options):
             errors.append(f"{where}: options must be numbers, strings or booleans")
             return None
+        if any(isinstance(o, float) and not math.isfinite(o) for o in options):
+            errors.append(f"{where}: options must be finite numbers, got {list(options)}")
+            return None
         branches: dict[Scalar, Space] = {}
     elif isinstance(raw, Mapping):
         options = tuple(raw)
@@ -256,6 +259,9 @@ def parse_range(kind: str, raw: Mapping[str, Any], where: str, errors: list[str]
         return None
     if log and low <= 0:
         errors.append(f"{where}.{kind}: a log scale needs low > 0, got low={low}")
+        return None
+    if not math.isfinite(float(high) - float(low)):  # [-1e308, 1e308]: every draw low + u * (high - low) overflows
+        errors.append(f"{where}.{kind}: high - low overflows a float, got low={low} high={high}")
         return None
     if kind == "int":
         return Int(int(low), int(high), log, int(step or 1))  # as_number gave ints: int() only tells the type checker
