@@ -589,7 +589,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more may reach the closed pipe at exit
         return 0
     except KeyboardInterrupt:
-        again = shlex.join(["hpsearch", *(sys.argv[1:] if argv is None else argv)])
+        from hpsearch.study.storage import redact
+
+        # the command as typed, but a storage URL's password as *** (the user has it; logs must not)
+        again = redact(shlex.join(["hpsearch", *(sys.argv[1:] if argv is None else argv)]))
         done = 'running trials were marked failed (reason "interrupted"); ' if studies else ""
         print(f"\ninterrupted; {done}to resume, run the same command again: {again}", file=sys.stderr)
         return 143 if terminated else 130

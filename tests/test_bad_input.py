@@ -273,3 +273,16 @@ def test_hostile_yaml_in_a_set_value_or_an_exported_config_is_one_line(workdir):
     result = cli("train", "best.yaml", cwd=workdir, timeout=30)
     assert_one_line(result.returncode, result.stderr, "best.yaml: line 4: YAML aliases (*name) expand this to more than 100,000", workdir)
     exported.unlink()
+
+
+def test_the_resume_hint_after_an_interrupt_hides_the_storage_password(workdir, capsys, monkeypatch):
+    import hpsearch.engine.optuna as engine
+
+    def interrupted(spec, quiet=False):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine, "run", interrupted)
+    code, out, err = run_main(["run", "bad_specs/good.yaml", "--storage", "postgresql://u:SECRET@127.0.0.1:1/db"], capsys)
+    assert code == 130
+    assert "to resume, run the same command again: hpsearch run bad_specs/good.yaml --storage postgresql://u:***@127.0.0.1:1/db" in err
+    assert "SECRET" not in out + err
