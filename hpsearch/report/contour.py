@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.report.context import STATE_COLOURS, _Context, _distribution, _is_lr, _numeric, _option_colours
+from hpsearch.report.context import STATE_COLOURS, _axis, _Context, _distribution, _is_lr, _numeric, _option_colours
 from hpsearch.report.flatten import _complete
 from hpsearch.report.slices import _Points
 
@@ -115,9 +115,11 @@ def _contour_points_matplotlib(ax: Any, ctx: _Context, kwargs: dict[str, Any]) -
     from optuna.distributions import IntDistribution
 
     ax.set_title(_contour_title(kwargs), fontsize=10)
-    for axis, param in zip((ax.xaxis, ax.yaxis), kwargs["params"], strict=True):
+    for axis, param, limits in zip((ax.xaxis, ax.yaxis), kwargs["params"], (ax.get_xlim(), ax.get_ylim()), strict=True):
         if isinstance(_distribution(ctx, param), IntDistribution):
             axis.set_major_locator(MaxNLocator(integer=True))  # no tick at 2.5 warmup epochs
+        elif _axis(ctx, param) == "log" and max(limits) < 100 * min(limits):
+            _few_decades(axis)
     if not all(_numeric(ctx, p) for p in kwargs["params"]):
         return  # optuna puts categories at integer positions: leave its own points
     for c in [c for c in ax.collections if isinstance(c, PathCollection)]:
@@ -143,3 +145,13 @@ def _contour_series(ctx: _Context, kwargs: dict[str, Any]) -> list[_Points]:
         _Points(label, colours.get(label, STATE_COLOURS["COMPLETE"]), "circle", *map(list, zip(*points, strict=True)))
         for label, points in by_label.items()
     ]
+
+
+def _few_decades(axis: Any) -> None:
+    """A log axis over less than two decades: matplotlib labels every minor tick (2x10^-2, 3x10^-2, ...),
+    which overlap; label 1, 2 and 5 per decade as plain numbers instead (0.02, 0.05, 0.1)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
