@@ -1,4 +1,4 @@
-"""Subnormal floats on CPU: random configs of spaces/bench_fashion.yaml with `flush_denormal` off and on.
+"""Subnormal floats on CPU: random configs of bench/spaces/bench_fashion.yaml with `flush_denormal` off and on.
 
 The built-in objective sets torch.set_flush_denormal (default on): x86 CPUs compute with
 subnormal floats (below 1.2e-38) many times slower than with normal ones, and training makes
@@ -24,24 +24,16 @@ total seconds on / off per group; per config, the ratio and the final val_acc of
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-from common import ROOT, Timer, median, parser, random_configs, ratio, write_result
-from search_quality_live import EpochCount
+from common import BENCH_SPEC as SPEC
+from common import PAIR_COLUMNS, ROOT, pair_configs, pair_figures, pairs, parser, train_with, write_result
 
-SPEC = ROOT / "spaces" / "bench_fashion.yaml"
 GOAL = 0.8  # flush on, corner configs: total seconds at most this share of flush off; random ones not slower, the same accuracy
 NOT_SLOWER = 1.05  # random configs: flush on at most this share of off (noise: single runs vary by +-30 % here)
 CORNER = {"optimizer": "adamw", "batch_size": 32}  # and lr, beta2 drawn log-uniform / uniform from CORNER_RANGES
 CORNER_RANGES = {"lr": (3e-3, 1e-2), "beta2": (0.9, 0.93)}
-COLUMNS = ["config", "what", "off s", "on s", "on / off", "val % off / on"]  # the table of pairs(), for either key
 SAME = 2 / 5000  # val_acc counted the same within 2 images of 5,000 (flushing changes the arithmetic of tiny values)
-
-
-def configs(spec_path: Path, n: int, seed: int, smoke: bool) -> list[dict[str, Any]]:
-    tiny = {"train_subset": 256, "val_subset": 200, "epochs": 1} if smoke else {}
-    return [{**config, **tiny, "seed": i} for i, config in enumerate(random_configs(spec_path, n, seed))]
 
 
 def corner(base: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
@@ -59,54 +51,6 @@ def corner(base: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def pairs(drawn: list[dict[str, Any]], group: str, key: str = "flush_denormal") -> tuple[list[dict[str, Any]], list[list[Any]]]:
-    """Each config trained with the boolean objective key ``key`` off and on, the order alternating per config."""
-    per, rows = [], []
-    for i, config in enumerate(drawn):
-        order = (False, True) if i % 2 == 0 else (True, False)
-        got = {value: run(config, key, value) for value in order}
-        off, on = got[False], got[True]
-        per.append({"group": group, "config": config, "off": off, "on": on})
-        opt = config["optimizer"]
-        knob = f"beta2 {config['beta2']:.3f}" if opt == "adamw" else f"momentum {config['momentum']:.2f}"
-        rows.append(
-            [
-                f"{group} {i}",
-                f"{opt}, lr {config['lr']:.2g}, {knob}, batch {config['batch_size']}",
-                f"{off['s']:.2f}",
-                f"{on['s']:.2f}",
-                f"{ratio(on['s'], off['s']):.2f}",
-                f"{100 * off['val_acc']:.2f} / {100 * on['val_acc']:.2f}",
-            ]
-        )
-        print(f"  {rows[-1]}", flush=True)
-    return per, rows
-
-
-def group_figures(per: list[dict[str, Any]]) -> dict[str, Any]:
-    ratios = [ratio(x["on"]["s"], x["off"]["s"]) for x in per]
-    total_off, total_on = sum(x["off"]["s"] for x in per), sum(x["on"]["s"] for x in per)
-    return {
-        "configs": len(per),
-        "total_s_off": total_off,
-        "total_s_on": total_on,
-        "ratio_total_on_to_off": ratio(total_on, total_off),
-        "median_ratio_on_to_off": median(ratios),
-        "min_ratio_on_to_off": min(ratios),
-        "max_ratio_on_to_off": max(ratios),
-        "configs_sped_up_over_20_percent": sum(r < 0.8 for r in ratios),
-    }
-
-
-def run(config: dict[str, Any], key: str, value: bool) -> dict[str, float]:
-    from hpsearch.objectives.image_classification import train
-
-    reporter = EpochCount()
-    with Timer() as t:
-        train({**config, key: value}, reporter)
-    return {"s": t.s, "val_acc": reporter.val_acc[-1] if reporter.val_acc else float("nan")}
-
-
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.add_argument("--configs", type=int, default=16, help="random configs (default 16)")
@@ -119,18 +63,18 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     if args.smoke:
         args.configs = args.corner = 2
-    drawn = configs(SPEC, args.configs, args.seed, args.smoke)
-    cornered = corner(configs(SPEC, args.corner, args.seed + 1, args.smoke), args.seed)
+    drawn = pair_configs(SPEC, args.configs, args.seed, args.smoke)
+    cornered = corner(pair_configs(SPEC, args.corner, args.seed + 1, args.smoke), args.seed)
     if args.unfused:
         drawn, cornered = ([{**c, "fused_optimizer": False} for c in group] for group in (drawn, cornered))
-    run(drawn[0], "flush_denormal", True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
+    train_with(drawn[0], "flush_denormal", True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
     per_random, rows = pairs(drawn, "random")
     per_corner, more = pairs(cornered, "corner")
     rows += more
     per = per_random + per_corner
     gaps = [abs(x["on"]["val_acc"] - x["off"]["val_acc"]) for x in per]
     same = sum(g <= SAME + 1e-12 for g in gaps)
-    rand, corn = group_figures(per_random), group_figures(per_corner)
+    rand, corn = pair_figures(per_random), pair_figures(per_corner)
     figures = {
         "seed": args.seed,
         "spec": str(SPEC.relative_to(ROOT)),
@@ -175,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.smoke
         else None,
         figures=figures,
-        table={"columns": COLUMNS, "rows": rows},
+        table={"columns": PAIR_COLUMNS, "rows": rows},
         notes=notes,
         started=started,
     )

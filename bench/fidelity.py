@@ -2,7 +2,7 @@
 
 A warm start (bench/warm_start.py) transfers what a cheap study ranked high; it can only help
 as far as that ranking holds in the full setting. This measures it directly, without a
-search in between: `--configs` configs drawn at random from spaces/bench_fashion.yaml, each
+search in between: `--configs` configs drawn at random from bench/spaces/bench_fashion.yaml, each
 trained in the full setting (12,000 images, 6 epochs, 5,000 validation images) and in each
 cheap setting (fewer images and epochs, 1,000 validation images), same training seed.
 
@@ -23,10 +23,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from common import ROOT, Timer, parser, random_configs, write_result
-from search_quality_live import EpochCount
+from common import BENCH_SPEC as SPEC
+from common import ROOT, EpochCount, Timer, parser, random_configs, write_result
 
-SPEC = ROOT / "spaces" / "bench_fashion.yaml"
 FULL = {"train_subset": 12000, "val_subset": 5000, "epochs": 6}
 CHEAP = {  # name -> setting; 1500x2 is bench/warm_start.py's first default source
     "1500x2": {"train_subset": 1500, "val_subset": 1000, "epochs": 2},

@@ -1,4 +1,4 @@
-"""Fused optimizer kernels on CPU: random configs of spaces/bench_fashion.yaml with `fused_optimizer` off and on.
+"""Fused optimizer kernels on CPU: random configs of bench/spaces/bench_fashion.yaml with `fused_optimizer` off and on.
 
 PyTorch's Adam, AdamW and SGD take `fused=True` on CPU as on CUDA (torch >= 2.4), but default to a
 loop over the parameters there: several small ops per tensor per step, each paying the
@@ -28,10 +28,9 @@ import random
 import time
 from typing import Any
 
-from common import ROOT, median, parser, ratio, write_result
-from denormals import COLUMNS, configs, group_figures, pairs, run
+from common import BENCH_SPEC as SPEC
+from common import PAIR_COLUMNS, ROOT, median, pair_configs, pair_figures, pairs, parser, ratio, train_with, write_result
 
-SPEC = ROOT / "spaces" / "bench_fashion.yaml"
 KEY = "fused_optimizer"
 GOAL = 0.85  # fused, AdamW at batch 32: total seconds at most this share of unfused
 NOT_SLOWER = 1.05  # random configs: fused at most this share of unfused (single runs vary by +-30 % here)
@@ -60,16 +59,16 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     if args.smoke:
         args.configs = args.small = 2
-    drawn = configs(SPEC, args.configs, args.seed, args.smoke)
-    smalls = small(configs(SPEC, args.small, args.seed + 1, args.smoke), args.seed)
-    run(drawn[0], KEY, True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
+    drawn = pair_configs(SPEC, args.configs, args.seed, args.smoke)
+    smalls = small(pair_configs(SPEC, args.small, args.seed + 1, args.smoke), args.seed)
+    train_with(drawn[0], KEY, True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
     per_random, rows = pairs(drawn, "random", KEY)
     per_small, more = pairs(smalls, "small", KEY)
     rows += more
     per = per_random + per_small
     diffs = [x["on"]["val_acc"] - x["off"]["val_acc"] for x in per]
     mean_diff = sum(diffs) / len(diffs)
-    rand, sm = group_figures(per_random), group_figures(per_small)
+    rand, sm = pair_figures(per_random), pair_figures(per_small)
     by_batch: dict[int, list[float]] = {}
     for x in per:
         by_batch.setdefault(int(x["config"]["batch_size"]), []).append(ratio(x["on"]["s"], x["off"]["s"]))
@@ -116,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.smoke
         else None,
         figures=figures,
-        table={"columns": COLUMNS, "rows": rows},
+        table={"columns": PAIR_COLUMNS, "rows": rows},
         notes=notes,
         started=started,
     )

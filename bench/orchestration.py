@@ -24,35 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, TOY, Timer, interleave, median, parser, ratio, write_result
-
-EPOCHS = 3  # reports per trial
-SPACE = """
-space:
-  lr: {float: [1.0e-4, 1.0], log: true}
-  optimizer:
-    choice:
-      sgd: {momentum: {float: [0.5, 0.99]}}
-      adamw: {beta1: {float: [0.8, 0.95]}}
-"""
-PRUNER = {"warmup_epochs": 1, "startup_trials": 5}  # hpsearch's defaults, spelled out for the Optuna script
-
-
-def write_spec(folder: Path, trials: int) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    spec = folder / "orch.yaml"
-    spec.write_text(
-        f'study: orch\nobjective: "{TOY}:objective"\noutput: {folder / "runs"}\n'
-        f"budget: {{trials: {trials}, max_failures: null}}\n"
-        f"sampler: {{name: tpe, seed: 0}}\n"
-        f"pruner: {{name: median, warmup_epochs: {PRUNER['warmup_epochs']}, startup_trials: {PRUNER['startup_trials']}}}\n"
-        f"fixed: {{epochs: {EPOCHS}}}\n" + SPACE
-    )
-    return spec
+from common import ROOT, TOY, TOY_EPOCHS, Timer, in_child, interleave, median, parser, ratio, run_optuna, write_result
+from common import write_toy_spec as write_spec
 
 
 def run_hpsearch(trials: int) -> dict[str, Any]:
@@ -77,64 +53,8 @@ def run_hpsearch(trials: int) -> dict[str, Any]:
 def run_script(variant: str, trials: int) -> dict[str, Any]:
     """The whole hand-written script's process, timed from outside like hpsearch's."""
     with Timer() as t:
-        m = in_child(variant, trials)
+        m = in_child(__file__, variant, trials)
     return {**m, "wall_s": t.s, "per_trial_ms": 1000 * t.s / trials}
-
-
-class _OptunaReporter:
-    """What a hand-written script does: report the metric, ask the pruner."""
-
-    def __init__(self, trial: Any):
-        self.trial = trial
-
-    def report(self, epoch: int, metrics: dict[str, float]) -> None:
-        import optuna
-
-        self.trial.report(metrics["val_acc"], epoch)
-        if self.trial.should_prune():
-            raise optuna.TrialPruned()
-
-
-def sqlite_like_hpsearch(path: Path) -> None:
-    """WAL journal (persistent, per file) and synchronous=NORMAL (per connection), as hpsearch.study.storage sets."""
-    import sqlite3
-
-    from sqlalchemy import event
-    from sqlalchemy.engine import Engine
-
-    with sqlite3.connect(path) as db:
-        db.execute("PRAGMA journal_mode=WAL")
-    event.listen(Engine, "connect", lambda conn, _record: conn.execute("PRAGMA synchronous=NORMAL"))
-
-
-def run_optuna(trials: int, wal: bool = False, callbacks: list | None = None) -> dict[str, Any]:
-    import optuna
-
-    sys.path.insert(0, str(TOY.parent))
-    from toy import objective as toy
-
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-
-    def objective(trial: optuna.Trial) -> float:
-        config = {"lr": trial.suggest_float("lr", 1e-4, 1.0, log=True), "epochs": EPOCHS}
-        config["optimizer"] = trial.suggest_categorical("optimizer", ["sgd", "adamw"])
-        if config["optimizer"] == "sgd":
-            config["momentum"] = trial.suggest_float("optimizer.sgd.momentum", 0.5, 0.99)
-        else:
-            config["beta1"] = trial.suggest_float("optimizer.adamw.beta1", 0.8, 0.95)
-        return toy(config, _OptunaReporter(trial))["val_acc"]
-
-    with tempfile.TemporaryDirectory() as tmp:
-        if wal:
-            sqlite_like_hpsearch(Path(tmp) / "study.db")
-        with Timer() as t, warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # group= is experimental: Optuna warns
-            sampler = optuna.samplers.TPESampler(seed=0, multivariate=True, group=True)
-            pruner = optuna.pruners.MedianPruner(n_startup_trials=PRUNER["startup_trials"], n_warmup_steps=PRUNER["warmup_epochs"] + 1)
-            study = optuna.create_study(storage=f"sqlite:///{tmp}/study.db", sampler=sampler, pruner=pruner, direction="maximize")
-            study.optimize(objective, n_trials=trials, callbacks=callbacks)
-        pruned = sum(t.state == optuna.trial.TrialState.PRUNED for t in study.get_trials(deepcopy=False))
-    return {"wall_s": t.s, "per_trial_ms": 1000 * t.s / trials, "pruned": pruned}
 
 
 # ---------------------------------------------------------------------------- ray tune
@@ -145,15 +65,20 @@ def ray_child(trials: int) -> dict[str, Any]:
     with Timer() as imp:
         import ray
         from ray import tune
-    toy_dir = str(TOY.parent)
+    toy_path = str(TOY)
 
     class Reporter:
         def report(self, epoch: int, metrics: dict[str, float]) -> None:
             tune.report(metrics)
 
     def trainable(config: dict) -> None:
-        sys.path.insert(0, toy_dir)  # runs in a Ray worker process
-        from toy import objective as toy
+        import importlib.util  # runs in a Ray worker process, where bench/common.py is not importable
+
+        spec = importlib.util.spec_from_file_location("toy", toy_path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        toy = module.objective
 
         toy(config, Reporter())
 
@@ -181,7 +106,7 @@ def ray_child(trials: int) -> dict[str, Any]:
 
 
 def run_ray(trials: int) -> dict[str, Any]:
-    m = in_child("ray", trials)
+    m = in_child(__file__, "ray", trials)
     m["per_trial_ms"] = 1000 * m["fit_s"] / trials
     return m
 
@@ -195,22 +120,6 @@ def child(variant: str, trials: int) -> dict[str, Any]:
     if variant == "ray":
         return ray_child(trials)
     raise ValueError(variant)
-
-
-def in_child(variant: str, trials: int, script: str = __file__) -> dict[str, Any]:
-    """A fresh interpreter per run: hpsearch's SQLite settings are process-wide, and Ray leaves threads behind."""
-    proc = subprocess.run(
-        [sys.executable, script, "--child", variant, "--trials", str(trials)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=3600,
-        check=False,
-    )
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"{variant} run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1])
 
 
 # ---------------------------------------------------------------------------- CLI start-up
@@ -284,7 +193,7 @@ def report(args: Any, runs: dict[str, list[dict]], startup: dict[str, float], st
     rows = [[labels[k], args.trials, f"{wall[k]:.2f}", f"{per_trial[k]:.1f}", f"{ratio(wall['hpsearch'], wall[k]):.2f}"] for k in labels]
     goal_met = vs_optuna <= 1.25
     notes = [
-        f"Medians of {args.repeats} interleaved runs of {args.trials} trials ({EPOCHS} reports each), each a whole process "
+        f"Medians of {args.repeats} interleaved runs of {args.trials} trials ({TOY_EPOCHS} reports each), each a whole process "
         f"timed from outside (start-up and imports included); last column: hpsearch's wall time / that runner's.",
         (
             f"Against the Optuna script with hpsearch's storage settings hpsearch takes {vs_wal:.2f}x: the cost of its own "

@@ -1,6 +1,6 @@
 """Tier C (live) of the search-quality benchmark, first version: search quality on Fashion-MNIST: best accuracy per epoch of compute, for six ways to pick hyperparameters.
 
-Every method searches spaces/bench_fashion.yaml (an MLP on 12,000 training images, 5,000
+Every method searches bench/spaces/bench_fashion.yaml (an MLP on 12,000 training images, 5,000
 validation images, 6 epochs per trial) with the same budget in epochs, for several seeds:
 
     random      hpsearch, random sampler, no pruning
@@ -31,7 +31,6 @@ OMP_WAIT_POLICY=PASSIVE is set for every process started (the machine is shared)
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import math
@@ -45,14 +44,14 @@ import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from common import ROOT, Timer, parser, write_result
+from common import BENCH_SPEC as SPEC
+from common import ROOT, WITHIN, EpochCount, Setup, Timer, Trial, curve, epochs_to, parser, retrain, setup_for, spec_overrides, write_result
 
-SPEC = ROOT / "spaces" / "bench_fashion.yaml"
 METHODS = {  # name -> label; the order of the table and the plot
     "random": "random search, no pruning",
     "optuna_tpe": "Optuna TPE script, no pruning",
@@ -69,34 +68,7 @@ OVERRIDES = {  # hpsearch methods: --set values on top of the spec (the spec lea
     "ray_asha": ["backend=ray", "ray.scheduler=asha"],
 }
 TUTORIAL = {"optimizer": "adam", "lr": 1e-3, "batch_size": 64, "schedule": "constant", "weight_decay": 0.0}
-WITHIN = 0.003  # "a best within 0.3 points" (val_acc is a share)
 ENV = {"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-
-
-@dataclass(frozen=True)
-class Setup:
-    budget: int  # epochs per search
-    epochs: int  # per trial, and for every retrain
-    fixed: dict[str, Any]  # overrides of the spec's fixed: (smoke: tiny subsets)
-    retrain: dict[str, Any]  # overrides for the retrain: the full train split, test images
-    ray_trials: int  # Ray cannot stop on an epoch budget: this many trials, cut at the budget afterwards
-
-
-def setup_for(smoke: bool, budget: int, epochs: int) -> Setup:
-    if smoke:
-        tiny = {"train_subset": 256, "val_subset": 200, "test_subset": 200, "epochs": 1}
-        return Setup(2, 1, tiny, {"train_subset": 512, "val_subset": 200, "test_subset": 200}, 0)
-    # ASHA (grace 2 epochs, rate 3, 6-epoch trials) spent 3.6-4.6 epochs a trial here; a spare trial or two, cut at the budget
-    return Setup(
-        budget, epochs, {"epochs": epochs}, {"train_subset": None, "val_subset": None, "test_subset": None}, math.ceil(budget / 3.3)
-    )
-
-
-@dataclass
-class Trial:
-    epochs: int  # reported epochs
-    value: float | None  # final val_acc of a completed trial
-    config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,13 +86,6 @@ class Run:
 
 
 # ---------------------------------------------------------------------------- the methods
-
-
-def spec_overrides(setup: Setup, seed: int, folder: Path, extra: list[str], trials: int | None = None) -> list[str]:
-    """`trials` defaults to the budget: each trial runs at least an epoch, so the epoch budget ends the search first."""
-    sets = [f"output={folder}", f"study=sq-{seed}", f"sampler.seed={seed}", f"fixed.seed={seed}", f"budget.trials={trials or setup.budget}"]
-    sets += [f"fixed.{k}={json.dumps(v)}" for k, v in setup.fixed.items()]
-    return sets + extra
 
 
 def hpsearch_search(
@@ -207,17 +172,6 @@ def stored_trials(spec: Any) -> tuple[list[Trial], int]:
     return trials, sum(t.state == optuna.trial.TrialState.PRUNED for t in done)
 
 
-class EpochCount:
-    """The minimal reporter of a hand-written script: the objective calls report() once per epoch."""
-
-    def __init__(self) -> None:
-        self.epochs, self.val_acc = 0, []
-
-    def report(self, epoch: int, metrics: dict[str, float]) -> None:
-        self.epochs = epoch
-        self.val_acc.append(metrics["val_acc"])
-
-
 def fixed_config(setup: Setup, seed: int) -> dict[str, Any]:
     fixed = yaml.safe_load(SPEC.read_text())["fixed"]
     return {**fixed, **setup.fixed, "seed": seed}
@@ -232,7 +186,7 @@ def optuna_script(setup: Setup, seed: int) -> tuple[list[Trial], int]:
     fixed = fixed_config(setup, seed)
 
     def objective(trial: optuna.Trial) -> float:
-        config = dict(fixed)  # the same bounds as spaces/bench_fashion.yaml
+        config = dict(fixed)  # the same bounds as bench/spaces/bench_fashion.yaml
         config["optimizer"] = trial.suggest_categorical("optimizer", ["sgd", "adamw"])
         if config["optimizer"] == "sgd":
             config["lr"] = trial.suggest_float("sgd_lr", 3e-3, 0.5, log=True)
@@ -272,26 +226,6 @@ def tutorial_default(setup: Setup, seed: int) -> tuple[list[Trial], int]:
     reporter = EpochCount()
     train(config, reporter)
     return [Trial(1, acc, {**config, "epochs": setup.epochs}) for acc in reporter.val_acc], 0
-
-
-def retrain(setup: Setup, config: dict[str, Any], cache: Path | None) -> tuple[float, float]:
-    """The best config on the full train split, `setup.epochs` epochs; test accuracy and seconds (0: from `cache`).
-
-    Searches with the same seed share their first trials (TPE draws its start-up trials from
-    RandomSampler(seed)), so they often pick the very same config; training is deterministic
-    (CPU, one thread, seeded), so such a config is retrained once and its result reused."""
-    from hpsearch.objectives.image_classification import train
-
-    full = {**config, **setup.retrain, "epochs": setup.epochs, "evaluate_test": True}
-    key = cache / (hashlib.sha256(json.dumps(full, sort_keys=True).encode()).hexdigest()[:16] + ".json") if cache else None
-    if key is not None and key.is_file():
-        return json.loads(key.read_text())["test_acc"], 0.0
-    with Timer() as t:
-        metrics = train(full, EpochCount())
-    if key is not None:
-        key.parent.mkdir(parents=True, exist_ok=True)
-        key.write_text(json.dumps({"test_acc": metrics["test_acc"], "config": full}))
-    return metrics["test_acc"], t.s
 
 
 def run_method(method: str, seed: int, setup: Setup, cache: Path | None = None) -> Run:
@@ -385,23 +319,8 @@ def logged(run: Run) -> Run:
 # ---------------------------------------------------------------------------- curves and figures
 
 
-def curve(run: Run) -> list[tuple[int, float]]:
-    """(cumulative epochs, best val_acc so far) after each trial that completed."""
-    points, spent, best = [], 0, -math.inf
-    for t in run.trials:
-        spent += t.epochs
-        if t.value is not None and math.isfinite(t.value) and t.value > best:
-            best = t.value
-            points.append((spent, best))
-    return points
-
-
 def best_at(points: list[tuple[int, float]], epochs: float) -> float:
     return max((v for e, v in points if e <= epochs), default=float("nan"))
-
-
-def epochs_to(points: list[tuple[int, float]], target: float) -> int | None:
-    return next((e for e, v in points if v >= target - 1e-12), None)
 
 
 def median_or_none(values: list[int | None]) -> float | None:
@@ -415,12 +334,12 @@ def summarize(runs: list[Run], setup: Setup, startup: int, target: float | None 
     final best, from an earlier run when these runs do not include random search (--methods)."""
     by = {m: [r for r in runs if r.method == m] for m in METHODS}
     by = {m: rs for m, rs in by.items() if rs}
-    final = {m: [best_at(curve(r), setup.budget) for r in rs] for m, rs in by.items()}
+    final = {m: [best_at(curve(r.trials), setup.budget) for r in rs] for m, rs in by.items()}
     target = statistics.median(final["random"]) if target is None else target
     rows: dict[str, Any] = {}
     for m, rs in by.items():
         searched = {id(r): [t for t in r.trials if "lr_find" not in t.config] for r in rs}  # lr-find's cost is no trial
-        reach = [epochs_to(curve(r), target) for r in rs]
+        reach = [epochs_to(curve(r.trials), target) for r in rs]
         tests = [r.test_acc for r in rs if r.test_acc is not None]
         rows[m] = {
             "label": METHODS[m],
@@ -439,7 +358,7 @@ def summarize(runs: list[Run], setup: Setup, startup: int, target: float | None 
             "best_configs": [r.best_config for r in rs],
             "trials_after_startup": statistics.median(max(0, len(searched[id(r)]) - startup) for r in rs),
             "pruned_after_startup": statistics.median(sum(t.value is None for t in searched[id(r)][startup:]) for r in rs),
-            "best_epoch_per_seed": [curve(r)[-1][0] if curve(r) else None for r in rs],  # default: the epoch it peaked
+            "best_epoch_per_seed": [curve(r.trials)[-1][0] if curve(r.trials) else None for r in rs],  # default: the epoch it peaked
         }
         if any(lr_find_cost(r.trials) for r in rs):
             rows[m]["lr_find_per_seed"] = [(lr_find_cost(r.trials) or Trial(0, None)).config.get("lr_find") for r in rs]
@@ -451,7 +370,7 @@ def summarize(runs: list[Run], setup: Setup, startup: int, target: float | None 
             (t.value or 0.0 for m, rs in by.items() if m != "default" for r in rs for t in r.trials), default=None
         ),
     }
-    return {"target": target, "rows": rows, "top": top, "curves": {m: [curve(r) for r in rs] for m, rs in by.items()}}
+    return {"target": target, "rows": rows, "top": top, "curves": {m: [curve(r.trials) for r in rs] for m, rs in by.items()}}
 
 
 def goals(s: dict[str, Any], setup: Setup) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SPEC = ROOT / "spaces" / "bench_fashion.yaml"
+SPEC = ROOT / "bench" / "spaces" / "bench_fashion.yaml"
 SEEDS = (0, 1)  # training seeds per config
 
 

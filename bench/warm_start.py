@@ -1,6 +1,6 @@
 """Warm start on Fashion-MNIST: does a cheap earlier study make the full study reach its best sooner?
 
-Per seed, three searches with hpsearch's defaults (TPE + median pruner) on spaces/bench_fashion.yaml:
+Per seed, three searches with hpsearch's defaults (TPE + median pruner) on bench/spaces/bench_fashion.yaml:
 
     source  the cheap setting: 3,000 training images (of the spec's 12,000), 1,000 validation
             images, 2 epochs per trial, `--source-budget` epochs in all
@@ -18,7 +18,7 @@ source's whole run added to the warm start's. Seconds see what epochs hide: an e
 Target: the cold search's final best val_acc (per seed). Ratio = warm cost to reach it / cold
 cost to reach it. The goal (issue 13): the warm start reaches the same best with less compute
 (ratio < 1, in epochs and in seconds). Each search's best config is retrained on the full
-54,000-image train split (bench/search_quality.py's retrain) and scored on the 10,000 test images.
+54,000-image train split (common.retrain) and scored on the 10,000 test images.
 
 The source setting was chosen by measuring, not by searching: bench/fidelity.py trains 40 random
 configs in the full setting and in five cheap ones; of those at about a tenth of a full trial's
@@ -26,10 +26,10 @@ seconds, 3,000 images x 2 epochs ranked the full setting's better half best (Spe
 12,000 x 1 did better, 0.84, at a sixth; the first default, 1,500 x 2, 0.53, and its top config
 was not the best). With a source that ranks well, its best configs are worth re-running first
 (top 2). The first defaults (1,500 images, top 0: chosen among five variants on seeds 0-3)
-ran on the same seeds; BENCHMARKS.md lists them beside the other runs:
+ran on the same seeds; docs/experiments/2026-12-warm-start.md has the runs and what they showed:
 
     .venv/bin/python bench/warm_start.py --seeds 12 --first-seed 4 --jobs 2   # ~2.5 CPU-min per seed
-    .venv/bin/python bench/warm_start.py --spec spaces/bench_fashion_wide.yaml --seeds 12 --first-seed 4 --jobs 2
+    .venv/bin/python bench/warm_start.py --spec bench/spaces/bench_fashion_wide.yaml --seeds 12 --first-seed 4 --jobs 2
     .venv/bin/python bench/warm_start.py --smoke    # seconds: tiny subsets, 1-epoch trials
 
 Besides the per-seed ratio, the expected running time (ERT, as in COCO/BBOB) to targets common to
@@ -52,8 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, Timer, parser, write_result
-from search_quality_live import SPEC, WITHIN, Setup, Trial, curve, epochs_to, retrain, setup_for, spec_overrides
+from common import BENCH_SPEC as SPEC
+from common import ROOT, WITHIN, Setup, Timer, Trial, curve, epochs_to, parser, pct, retrain, setup_for, spec_overrides, write_result
 
 SOURCE_TRAIN, FULL_TRAIN = 3000, 12000  # training images per epoch: the cost of an epoch in each setting
 SOURCE_VAL = 1000
@@ -88,7 +88,7 @@ def source_setup(smoke: bool, budget: int, train: int = SOURCE_TRAIN, val: int =
 
 def search(setup: Setup, seed: int, folder: Path, extra: list[str], spec_path: Path, cut: bool = True) -> Search:
     """``cut``: count trials only up to the budget (a source study is counted whole: all of it is imported)."""
-    # hpsearch's trial loop in this process, stopped on the epoch budget (as search_quality.hpsearch_search)
+    # hpsearch's trial loop in this process, stopped on the epoch budget (as search_quality_live.hpsearch_search)
     from hpsearch.engine.optuna import work
     from hpsearch.spec.loader import load_spec
 
@@ -259,9 +259,7 @@ def seconds_curve(s: Search) -> list[tuple[float, float]]:
 
 
 def curve_of(s: Search) -> list[tuple[int, float]]:
-    from search_quality_live import Run
-
-    return curve(Run("x", 0, s.trials, s.spent, s.spent, 0, s.wall_s))
+    return curve(s.trials)
 
 
 def ert(rows: list[dict[str, Any]], kind: str, target: float, seconds: bool) -> tuple[float | None, int]:
@@ -312,37 +310,10 @@ def best_within(points: list[tuple[int, float]], epochs: float) -> float | None:
     return max((v for e, v in points if e <= epochs), default=None)
 
 
-def pct(v: float | None) -> str:
-    return "-" if v is None or not math.isfinite(v) else f"{100 * v:.2f}"
-
-
 def med(values: list[Any]) -> float | None:
     """A seed that never got there counts as infinitely expensive."""
     m = statistics.median([math.inf if v is None else v for v in values]) if values else math.inf
     return None if math.isinf(m) else m
-
-
-POOL_KEY = ("spec", "source_setting", "source_budget_epochs", "budget_epochs", "top")  # what makes two runs the same setting
-
-
-def pooled(result: dict[str, Any], variants: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The per-seed rows of ``result`` and of every run in ``variants`` (*.json) of the same setting
-    (POOL_KEY) on the same CPU model with seeds not yet in: (rows, the runs they came from)."""
-    f = result["figures"]
-    cpu = (result.get("machine") or {}).get("cpu")
-    rows, runs = list(f["per_seed"]), [result]
-    for path in sorted(variants.glob("*.json")):
-        v = json.loads(path.read_text())
-        g = v["figures"]
-        seen = {x["seed"] for x in rows}
-        if (
-            all(g.get(k) == f.get(k) for k in POOL_KEY)
-            and (v.get("machine") or {}).get("cpu") == cpu
-            and not seen & {x["seed"] for x in g["per_seed"]}
-        ):
-            rows += g["per_seed"]
-            runs.append(v)
-    return rows, runs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -367,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
         "--spec",
         type=Path,
         default=SPEC,
-        help="the full study's spec (default spaces/bench_fashion.yaml; spaces/bench_fashion_wide.yaml: the same task, wide ranges)",
+        help="the full study's spec (default bench/spaces/bench_fashion.yaml; bench/spaces/bench_fashion_wide.yaml: the same task, wide ranges)",
     )
     args = p.parse_args(argv)
     args.spec = args.spec.resolve()
@@ -434,7 +405,7 @@ def plot(rows: list[dict[str, Any]], budget: int, source_train: int, path: Path,
 
 
 def result_name(spec: Path) -> str:
-    """warm_start for the benchmark's spec, warm_start_<variant> for spaces/bench_fashion_<variant>.yaml."""
+    """warm_start for the benchmark's spec, warm_start_<variant> for bench/spaces/bench_fashion_<variant>.yaml."""
     return "warm_start" if spec == SPEC.resolve() else "warm_start_" + spec.stem.removeprefix("bench_fashion_")
 
 

@@ -2,8 +2,9 @@
 
 bench/warm_start.py scores a warm start per seed by whether it reaches *that seed's* cold start's
 final best. That target is the highest of about twelve noisy values (trained configs move with
-their training seed), so it carries the cold search's luck as well as its finds. This script takes every seed of the pooled warm-start runs (bench/warm_start.py's result
-and its variants of the same setting on the same CPU model, as BENCHMARKS.md pools them) and
+their training seed), so it carries the cold search's luck as well as its finds. This script takes every seed of a warm-start result (bench/warm_start.py's, in
+bench/results/; the committed luck results pooled it with 2 more runs of the same setting, whose
+files are in git history: docs/experiments/2026-12-warm-start.md) and
 re-trains both best configs, the cold start's and the warm start's, in the search's own setting
 (12,000 training images, 6 epochs, the same 5,000 validation images) with `--reseeds` other
 training seeds, and once with the search's seed, which must give the recorded value back
@@ -20,7 +21,7 @@ subsets have their own seed (split_seed) and stay the same images. Three figures
 - the configs' worth: per seed, the mean over the other seeds of warm's best config minus cold's,
   with a bootstrap 95 % interval of its median over seeds and a sign test.
 
-    .venv/bin/python bench/warm_start_luck.py --jobs 2                       # narrow space, 36 seeds: ~12 min on 2 cores
+    .venv/bin/python bench/warm_start_luck.py --jobs 2                       # narrow space: ~4 min per 12 seeds on 2 cores
     .venv/bin/python bench/warm_start_luck.py --result warm_start_wide --jobs 2
     .venv/bin/python bench/warm_start_luck.py --smoke                        # seconds: one seed, tiny subsets
 """
@@ -38,9 +39,7 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from common import RESULTS, parser, write_result
-from search_quality_live import EpochCount
-from warm_start import pct, pooled
+from common import RESULTS, EpochCount, parser, pct, write_result
 
 RESEEDS = 4  # other training seeds per config
 RESEED_BASE = 5000  # seed s is re-trained with 5000 + 100 * s + k, k = 1..RESEEDS: no search used those
@@ -151,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     started = time.perf_counter()
     result = json.loads((RESULTS / f"{args.result}.json").read_text())
-    rows, runs = pooled(result, RESULTS / "warm_start_variants")
+    rows, runs = list(result["figures"]["per_seed"]), [result]
     if args.smoke:
         rows, runs, args.reseeds = rows[:1], runs[:1], 2
     todo = jobs_for(rows, args.reseeds, args.smoke)
@@ -211,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
             ]
         )
     notes = [
-        f"Seeds of {len(runs)} run(s) of bench/warm_start.py pooled as BENCHMARKS.md pools them (the same setting on the same CPU model): "
+        f"Seeds of {len(runs)} run(s) of bench/warm_start.py (the same setting on the same CPU model): "
         + "; ".join(f"`{v['command']}`" for v in runs)
         + ".",
         f"Re-trained with the search's own training seed, {f['reproduced']} of {f['configs']} configs gave their recorded value back "

@@ -68,9 +68,9 @@ def test_smoke_run_writes_its_result(bench, tmp_path, monkeypatch, name):
 
 def test_warm_start_on_another_spec_writes_a_result_of_its_own(bench, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    bench("warm_start").main(["--smoke", "--out", str(tmp_path), "--spec", str(ROOT / "spaces" / "bench_fashion_wide.yaml")])
+    bench("warm_start").main(["--smoke", "--out", str(tmp_path), "--spec", str(ROOT / "bench" / "spaces" / "bench_fashion_wide.yaml")])
     result = json.loads((tmp_path / "warm_start_wide.json").read_text())
-    assert result["name"] == "warm_start_wide" and result["figures"]["spec"] == "spaces/bench_fashion_wide.yaml"
+    assert result["name"] == "warm_start_wide" and result["figures"]["spec"] == "bench/spaces/bench_fashion_wide.yaml"
     assert (tmp_path / "warm_start_wide.png").is_file() and not (tmp_path / "warm_start.json").exists()
     ert = result["figures"]["ert"]["typical_cold_final_best"]
     assert ert["target"] == result["figures"]["per_seed"][0]["cold_final_best"]  # one seed: its own final best
@@ -106,12 +106,18 @@ def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):
     (tmp_path / "parallel_slots.json").write_text(json.dumps(fake))
     (tmp_path / "growth.json").write_text(json.dumps({**fake, "name": "growth", "smoke": True}))  # smoke: never rendered
     out = tmp_path / "BENCHMARKS.md"
+    blocks = [
+        f"## {n}\n\nBy hand.\n\n<!-- begin generated: table {n} -->\nold\n<!-- end generated -->\n" for n in ("parallel_slots", "growth")
+    ]
+    out.write_text("# B\n\n<!-- begin generated: status -->\nold\n<!-- end generated -->\n\n" + "\n".join(blocks))
     assert run_all.main(["--render-only", "--results", str(tmp_path), "--output", str(out)]) == 0
     text = out.read_text()
     assert "median: 0.31 of the epochs" in text and "| median | 93 |" in text and "AMD EPYC" in text
-    assert "**Not run**: no GPU" in text
+    assert (
+        "| [gpu](#gpu) | - | not run | - | `.venv/bin/python bench/gpu.py` |" in text and "old" not in text and text.count("By hand.") == 2
+    )
     growth = text.split("## growth", 1)[1]
-    assert growth.lstrip().startswith("Not run yet")
+    assert "<!-- begin generated: table growth -->\n<!-- end generated -->" in growth
 
 
 def test_sign_test_and_bootstrap_interval(bench):

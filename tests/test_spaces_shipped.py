@@ -18,7 +18,7 @@ from hpsearch.parts.data import DATASETS
 from hpsearch.spec.loader import load_spec
 from tests.conftest import ROOT
 
-SPACES = sorted((ROOT / "spaces").glob("*.yaml"))
+SPACES = sorted([*(ROOT / "spaces").glob("*.yaml"), *(ROOT / "bench" / "spaces").glob("*.yaml")])  # what users run, then bench-only specs
 BUILTIN = [p for p in SPACES if "hpsearch.objectives.image_classification:train" in p.read_text()]
 EXPORTING = [p for p in BUILTIN if "hpsearch export" in p.read_text()]
 
