@@ -20,6 +20,25 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+def as_metric(value: Any) -> float | None:
+    """A metric value as a float: Python numbers, 0-d tensors and NumPy scalars (anything with
+    ``.item()`` that holds one number); None for booleans and anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    item = getattr(value, "item", None)
+    size = getattr(value, "numel", None) or getattr(value, "size", None)
+    size = size() if callable(size) else size
+    if callable(item) and size in (None, 1):
+        try:
+            inner = item()
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        return float(inner) if isinstance(inner, (int, float)) and not isinstance(inner, bool) else None
+    return None
+
+
 def finite(value: Any) -> bool:
     """A real number that is not NaN or infinite (booleans are not numbers here)."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hpsearch.base.text import finite
+from hpsearch.base.text import as_metric, finite
 
 # metric name -> TensorBoard tag; other metrics go under "metrics/<name>".
 TAGS = {
@@ -89,8 +89,13 @@ class Reporter:
             self._writer = EventWriter(self.trial_dir)
         return self._writer
 
-    def report(self, epoch: int, metrics: dict[str, float]) -> None:
-        metrics = {k: float(v) for k, v in metrics.items()}
+    def report(self, epoch: int, metrics: dict[str, Any]) -> None:
+        """``metrics``: numbers, 0-d tensors or NumPy scalars (read once, as floats)."""
+        numbers = {k: as_metric(v) for k, v in metrics.items()}
+        bad_type = next((k for k, v in numbers.items() if v is None), None)
+        if bad_type is not None:
+            raise TypeError(f"reporter.report: metric {bad_type!r} is a {type(metrics[bad_type]).__name__}, not a number")
+        metrics = {k: v for k, v in numbers.items() if v is not None}
         if self.history and self.history[-1]["epoch"] >= epoch:  # an epoch again after a resume: the new one counts
             self.history = [h for h in self.history if h["epoch"] < epoch]
         self.history.append({"epoch": epoch, **metrics})

@@ -14,7 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from hpsearch.base.text import finite
+from hpsearch.base.text import as_metric, finite
 from hpsearch.spec.objective import Objective
 from hpsearch.trial.reporter import Pruned, Reporter
 
@@ -230,10 +230,14 @@ def _reset(reporter: Reporter) -> None:
 def _completed(result: Any, reporter: Reporter, metric_names: list[str], start: float) -> Outcome:
     if not isinstance(result, dict):
         return _contract(f"objective returned {type(result).__name__}, expected a dict of metrics", reporter, start)
-    metrics = {k: float(v) for k, v in result.items() if isinstance(v, (int, float))}
+    metrics = {k: n for k, v in result.items() if (n := as_metric(v)) is not None}
     missing = [m for m in metric_names if m not in metrics]
     if missing:
-        return _contract(f"objective returned no {missing[0]!r} (the spec's metric:); it returned {sorted(result)}", reporter, start)
+        name = missing[0]
+        if name in result:
+            kind = type(result[name]).__name__
+            return _contract(f"objective returned {name!r} as a {kind}, not a number (the spec's metric: needs one)", reporter, start)
+        return _contract(f"objective returned no {name!r} (the spec's metric:); it returned {sorted(result)}", reporter, start)
     values = [metrics[m] for m in metric_names]
     if not all(map(math.isfinite, values)):
         return _end(PRUNED, f"diverged at epoch {reporter.epochs} (final metric not finite)", reporter, start, metrics)
