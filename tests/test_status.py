@@ -300,7 +300,7 @@ def test_watch_says_whether_the_beat_moved():
     assert seen(7, 40) == "7 in 1m40s, still 35s, dead: process died (no heartbeat for 30 s)"
 
 
-def test_a_local_trial_whose_pid_is_gone_is_dead_at_first_sight(spec: Path, capsys: pytest.CaptureFixture[str]):
+def test_a_local_trial_whose_pid_is_gone_is_dead_at_first_sight(spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     # liveness's pid rule: a trial stamped by a process on this machine that has exited is dead at
     # once, without watching a grace period; the old screen said nothing until a --watch saw no beat.
     exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
@@ -311,7 +311,16 @@ def test_a_local_trial_whose_pid_is_gone_is_dead_at_first_sight(spec: Path, caps
     alive = Running(number=6, epoch=1, epochs=None, started=None, elapsed_s=90, worker="me", beat=2)
     watch_beats([beating(6, 2, identity())], [alive], Observer(grace=30))  # this process: alive
     assert heartbeat_text(alive) == "2 in 1m30s"
-    # The same verdict in `hpsearch status` itself, in one look (trial 3 of the fixture runs on another machine: undecided).
-    code, out, err = status(capsys, str(spec), "--json")
+    # The same verdict from `hpsearch status` itself, in one look, on a copy of the study with one more trial
+    # stamped by that exited process (trial 3 of the fixture runs on another machine: not decided yet).
+    db = tmp_path / "copy.db"
+    contents(spec.parent / "runs" / "toy" / "study.db")  # folds the write-ahead log in, so the copy is whole
+    db.write_bytes((spec.parent / "runs" / "toy" / "study.db").read_bytes())
+    copy = optuna.load_study(study_name="toy", storage=open_storage(f"sqlite:///{db}"))
+    set_attrs(copy, copy.ask(), user={"worker": f"{socket.gethostname()}:{pid}"}, system={PROCESS: identity(pid), BEAT: 2})
+    code, out, err = status(capsys, str(spec), "--storage", f"sqlite:///{db}", "--json")
     assert code == 0, err
-    assert [r["dead"] for r in json.loads(out)["running"]] == [None]
+    dead = {r["number"]: r["dead"] for r in json.loads(out)["running"]}
+    assert dead == {3: None, 4: f"process died (pid {pid} on {socket.gethostname()} is gone)"}
+    code, out, err = status(capsys, str(spec), "--storage", f"sqlite:///{db}")
+    assert f"dead: process died (pid {pid} on" in out
