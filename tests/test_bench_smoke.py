@@ -167,3 +167,21 @@ def test_regret_and_expected_running_time_on_hand_made_traces():
     assert ert([fast, slow], 0.5, 24, ref, "maximize") == 12.0
     # target 0.1: only fast (12); slow pays its whole budget (24) -> 36 / 1
     assert ert([fast, slow], 0.1, 24, ref, "maximize") == 36.0
+
+
+def test_ray_schedulers_prune_inside_the_budget_and_replay_the_same_search():
+    """bench/quality/ray_methods.py: Ray's own ASHA objects stop trials in the shared ask/tell loop."""
+    pytest.importorskip("ray.tune")
+    sys.path.insert(0, str(ROOT))
+    try:
+        from bench.quality.methods import METHODS
+        from bench.quality.tasks import make_task
+    finally:
+        sys.path.remove(str(ROOT))
+    task = make_task("shaped")
+    for name in ("ray_asha", "hpsearch_ray"):
+        trace = METHODS[name](task, 36, 0)
+        assert trace.spent == sorted(trace.spent) and trace.spent[-1] <= 36
+        assert trace.pruned_epochs > 0 and trace.trials > 36 // task.max_epochs  # stopped trials bought more trials
+        assert trace.incumbent[-1] == trace.incumbent[-1]  # a completed trial: not nan
+        assert METHODS[name](task, 36, 0).incumbent == trace.incumbent  # same seed, same search

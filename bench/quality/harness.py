@@ -25,7 +25,7 @@ from bench.quality.methods import (
 )
 from bench.quality.tasks import make_task
 
-BUDGET_AWARE = {"hpsearch", *CANDIDATES}
+BUDGET_AWARE = {"hpsearch", "hpsearch_ray", *CANDIDATES}  # their start-up trials follow the budget
 _TASKS: dict[str, Any] = {}
 
 

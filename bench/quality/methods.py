@@ -188,9 +188,10 @@ METHODS.update({name: _candidate(o) for name, o in CANDIDATES.items()})
 
 
 def _register_optional() -> None:
-    from bench.quality import peers
+    from bench.quality import peers, ray_methods
 
     METHODS.update(peers.available())
+    METHODS.update(ray_methods.available())
 
 
 _register_optional()
