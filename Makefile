@@ -1,17 +1,18 @@
 # make run   - fresh clone -> .venv -> a real study on spaces/quickstart.yaml (offline, CPU, minutes)
-# make test  - fresh clone -> .venv -> lint, format and type checks, then the test suite (what .ci/run calls)
+# make test  - fresh clone -> .venv -> lint, format and type checks, the docs site (strict), then the test suite (what .ci/run calls)
+# make docs  - the docs site into site/ (mkdocs build --strict: a broken link or a missing page fails)
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv run check test bench clean
+.PHONY: venv run check docs test bench clean
 
 venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e '.[dev,docs]'
 	$(BIN)/pip install -q --no-deps 'mf-prior-bench==1.10.0'  # pins numpy<2, runs on 2 (its other needs are in [dev])
 	touch $@
 
@@ -23,7 +24,10 @@ check: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: check
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict  # not --quiet: it hides the warnings that --strict counts
+
+test: check docs
 	$(BIN)/python -m pytest -q
 
 bench: venv
@@ -32,4 +36,4 @@ bench: venv
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf runs report
+	rm -rf runs report site
