@@ -14,6 +14,10 @@ history, ...) when Ray reports it finished, stopped or crashed.
 PBT perturbs the top-level (unconditional) parameters and moves state between trials through
 the reporter's ``save_checkpoint``/``load_checkpoint``; a PBT trial's ``config`` attr is its
 final (perturbed) config, its params the first sample.
+
+Longer than 500 lines on purpose: Ray is optional and heavy, and everything that touches it
+(search, schedulers, the callback into the Optuna study, failure relay) lives here so that no
+other module imports it.
 """
 
 from __future__ import annotations

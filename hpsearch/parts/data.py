@@ -9,6 +9,10 @@ non-blocking copy. Training loaders drop the last incomplete optimizer step (a g
 MNIST and Fashion-MNIST are read straight from their idx files (gzipped or not), offline from
 Debian's /usr/share/datasets when data_root has none. `train_subset`/`val_subset`/`test_subset`
 keep a seeded, class-stratified part of a split, for fast search rungs.
+
+Longer than 500 lines on purpose: one reader per on-disk format (IDX, CIFAR pickles,
+ImageFolder, digits, synthetic) beside the in-memory split, subset and augmentation path they
+all feed; the readers are small and share that path.
 """
 
 from __future__ import annotations

@@ -3,6 +3,10 @@
 Validation order: YAML syntax, then the schema (types, unknown keys with a did-you-mean,
 ranges), then the space tree, then cross-field checks, then the objective (importable,
 and its own ``validate`` on one config per choice option). Nothing touches storage.
+
+Longer than 500 lines on purpose: YAML limits, schema and cross-key checks are one validation
+pass that collects every problem into one list before anything runs; split, the list would be
+threaded through several modules.
 """
 
 from __future__ import annotations
