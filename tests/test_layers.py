@@ -173,3 +173,10 @@ def test_pyproject_lists_every_package_and_installs_objectives_under_hpsearch():
     on_disk = {module_name(p) for p in PACKAGE.rglob("__init__.py")}
     assert set(setuptools["packages"]) == on_disk | {"hpsearch.objectives"}
     assert setuptools["package-dir"] == {"hpsearch.objectives": "objectives"}
+
+
+def test_a_module_over_500_lines_says_why_at_its_top():
+    for path in PACKAGE.rglob("*.py"):
+        if len(path.read_text().splitlines()) > 550:
+            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+            assert "Longer than 500 lines on purpose" in doc, f"{path.relative_to(ROOT)}: split it, or say why it is one module"
