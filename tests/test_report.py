@@ -211,12 +211,20 @@ def _tree_study(tmp_path: Path) -> tuple[optuna.Study, list[optuna.trial.FrozenT
     return study, study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
 
 
-def test_learning_rate_under_each_optimizer_is_merged_into_importances(tmp_path: Path) -> None:
-    study, completed = _tree_study(tmp_path)
+Tree = tuple[optuna.Study, list[optuna.trial.FrozenTrial], Path]
 
-    write_report(study, tmp_path / "report")
 
-    out = tmp_path / "report"
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Tree:
+    """The tree study and its report, written once for the tests that read it."""
+    folder = tmp_path_factory.mktemp("tree")
+    study, completed = _tree_study(folder)
+    write_report(study, folder / "report")
+    return study, completed, folder / "report"
+
+
+def test_learning_rate_under_each_optimizer_is_merged_into_importances(tree: Tree) -> None:
+    study, completed, out = tree
     data = json.loads((out / "importances.json").read_text())
     assert data["merged"] == {"lr": ["optimizer.adamw.lr", "optimizer.sgd.lr"]}
     groups = {g["trials"]: g for g in data["groups"]}
@@ -233,12 +241,8 @@ def test_learning_rate_under_each_optimizer_is_merged_into_importances(tmp_path:
     assert lr_row.count("<td>") == len(data["groups"]) and "–" not in lr_row  # in every set
 
 
-def test_slice_and_contour_draw_lr_coloured_by_optimizer(tmp_path: Path) -> None:
-    study, completed = _tree_study(tmp_path)
-
-    write_report(study, tmp_path / "report")
-
-    out = tmp_path / "report"
+def test_slice_and_contour_draw_lr_coloured_by_optimizer(tree: Tree) -> None:
+    study, completed, out = tree
     fig = _figure(out / "slice.html")
     lr_axis = next(key for key, axis in fig["layout"].items() if key.startswith("xaxis") and axis["title"]["text"] == "lr")
     assert fig["layout"][lr_axis]["type"] == "log"
@@ -251,13 +255,9 @@ def test_slice_and_contour_draw_lr_coloured_by_optimizer(tmp_path: Path) -> None
     assert len(lr_traces["pruned (last reported)"]["x"]) == 4
 
 
-def test_contour_is_drawn_per_optimizer_over_its_own_lr_range(tmp_path: Path) -> None:
+def test_contour_is_drawn_per_optimizer_over_its_own_lr_range(tree: Tree) -> None:
     # One surface across sgd's 0.01-0.5 and adamw's 3e-4-1e-2 would interpolate values no option ran.
-    study, completed = _tree_study(tmp_path)
-
-    write_report(study, tmp_path / "report")
-
-    out = tmp_path / "report"
+    study, completed, out = tree
     assert not (out / "contour.html").exists()
     slice_colours = {t["name"]: t["marker"]["color"] for t in _figure(out / "slice.html")["data"]}
     ranges = {"sgd": (0.01, 0.5), "adamw": (3e-4, 1e-2)}
@@ -323,12 +323,9 @@ def _axis_labels(fig: dict[str, Any], name: str) -> list[str]:
     return [a["text"] for a in sorted(ticks, key=lambda a: a["y"])]
 
 
-def test_parallel_coordinates_sort_choices_leave_gaps_and_keep_a_visible_colour_range(tmp_path: Path) -> None:
-    study, completed = _tree_study(tmp_path)
-
-    write_report(study, tmp_path / "report")
-
-    fig = _figure(tmp_path / "report" / "parallel_coordinate.html")
+def test_parallel_coordinates_sort_choices_leave_gaps_and_keep_a_visible_colour_range(tree: Tree) -> None:
+    study, completed, out = tree
+    fig = _figure(out / "parallel_coordinate.html")
     names = fig["layout"]["xaxis"]["ticktext"]
     assert _axis_labels(fig, "batch_size") == ["32", "64", "128"]  # by value, not as text (128, 32, 64)
     assert _axis_labels(fig, "optimizer") == ["adamw", "sgd"]
@@ -361,11 +358,8 @@ def test_learning_curves_have_whole_epoch_ticks(tmp_path: Path) -> None:
     assert (xaxis["tickmode"], xaxis["dtick"]) == ("linear", 1)
 
 
-def test_the_page_says_why_dashboard_importances_differ(tmp_path: Path) -> None:
-    study, _ = _tree_study(tmp_path)
-
-    write_report(study, tmp_path / "report")
-
-    index = (tmp_path / "report" / "index.html").read_text()
+def test_the_page_says_why_dashboard_importances_differ(tree: Tree) -> None:
+    study, _, out = tree
+    index = (out / "index.html").read_text()
     note = index.split("<p id='dashboard-differs'>")[1].split("</p>")[0]
     assert "optuna-dashboard" in note and "optimizer.adamw.lr, optimizer.sgd.lr" in note and "no lr to rank" in note

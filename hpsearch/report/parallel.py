@@ -113,10 +113,10 @@ def _parallel_plotly(ctx: _Context, **kwargs: Any) -> Any:
 
     lines = _lines(ctx, kwargs["params"], kwargs["target_name"])
     n = len(lines.axes)
-    fig = go.Figure()
+    traces = []  # built first and added at once: plotly validates the whole figure on every add_*
     for k, (number, value, colour) in enumerate(zip(lines.trials, lines.values, _colour_scale(lines), strict=True)):
         ys = [None if math.isnan(a.positions[k]) else a.positions[k] for a in lines.axes]
-        fig.add_trace(
+        traces.append(
             go.Scatter(
                 x=list(range(n)),
                 y=ys,
@@ -129,7 +129,7 @@ def _parallel_plotly(ctx: _Context, **kwargs: Any) -> Any:
                 hovertemplate=f"trial {number}: {lines.metric} {value:.4g}<extra></extra>",
             )
         )
-    fig.add_trace(  # the colour bar
+    traces.append(  # the colour bar
         go.Scatter(
             x=[None],
             y=[None],
@@ -145,13 +145,25 @@ def _parallel_plotly(ctx: _Context, **kwargs: Any) -> Any:
             },
         )
     )
-    for x, a in enumerate(lines.axes):
-        fig.add_shape(type="line", x0=x, x1=x, y0=0, y1=1, line={"color": "#333", "width": 1})
-        for pos, label in a.ticks:
-            fig.add_annotation(
-                x=x, y=pos, text=label, showarrow=False, xanchor="left", xshift=4, font={"size": 10}, bgcolor="rgba(255,255,255,0.7)"
-            )
+    axes = [{"type": "line", "x0": x, "x1": x, "y0": 0, "y1": 1, "line": {"color": "#333", "width": 1}} for x in range(n)]
+    ticks = [
+        {
+            "x": x,
+            "y": pos,
+            "text": label,
+            "showarrow": False,
+            "xanchor": "left",
+            "xshift": 4,
+            "font": {"size": 10},
+            "bgcolor": "rgba(255,255,255,0.7)",
+        }
+        for x, a in enumerate(lines.axes)
+        for pos, label in a.ticks
+    ]
+    fig = go.Figure(traces)
     fig.update_layout(
+        shapes=axes,
+        annotations=ticks,
         title={"text": lines.title, "y": 0.97},
         margin={"t": 70, "b": 110},
         width=max(700, 95 * n + 160),
