@@ -5,6 +5,7 @@ A page marks a generated part with an HTML comment on a line of its own; the hoo
     <!-- generated: cli -->              `hpsearch <cmd> --help` for every command (hpsearch/cli.py's parser)
     <!-- generated: spec-keys -->        every spec key: type, default, what it is (spec/loader.py's models)
     <!-- generated: registries -->       samplers, pruners, backends, Ray schedulers (spec/registry.py)
+    <!-- generated: ray-schedulers -->   Ray schedulers alone
     <!-- generated: objective-keys -->   the built-in objective's keys (objectives/image_classification.py)
 
 RELIABILITY.md, ARCHITECTURE.md and BENCHMARKS.md stay at the repository root, where a reader
@@ -161,6 +162,12 @@ def registries() -> str:
     return "\n\n".join(table(kind, key) for key, kind in TABLES.items())
 
 
+def ray_schedulers() -> str:
+    from hpsearch.spec.registry import RAY_SCHEDULERS, table
+
+    return table(RAY_SCHEDULERS, "ray.scheduler")
+
+
 def objective_keys() -> str:
     """The key table of the objective's docstring: rows with an empty key cell continue the row above."""
     from hpsearch.objectives import image_classification as ic
@@ -180,4 +187,10 @@ def objective_keys() -> str:
     return "\n".join(lines + [f"| `{k}` | {d} | {_cell(m)} |" for k, d, m in rows])
 
 
-GENERATORS = {"cli": cli, "spec-keys": spec_keys, "registries": registries, "objective-keys": objective_keys}
+GENERATORS = {
+    "cli": cli,
+    "spec-keys": spec_keys,
+    "registries": registries,
+    "ray-schedulers": ray_schedulers,
+    "objective-keys": objective_keys,
+}
