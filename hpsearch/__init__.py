@@ -5,6 +5,15 @@ In a notebook::
     import hpsearch
     study, df = hpsearch.load("spaces/quickstart.yaml")
     df.sort_values("value").head()
+
+    summary = hpsearch.run("spaces/quickstart.yaml", budget__trials=4)  # same as `hpsearch run`
+
+In a training script run as a command objective (docs/your-code.md)::
+
+    hpsearch.report(epoch, val_acc=acc, train_loss=loss)  # prints the JSON line hpsearch reads
+
+``import hpsearch`` stays cheap (no torch, optuna or pandas): heavy imports happen inside the
+functions. ``hpsearch.data`` holds the dataset helpers.
 """
 
 from __future__ import annotations
@@ -17,7 +26,50 @@ if TYPE_CHECKING:
     import optuna
     import pandas
 
-__all__ = ["__version__", "load"]
+    from hpsearch.spec.loader import Spec
+    from hpsearch.study.summary import Summary
+
+__all__ = ["__version__", "load", "report", "run"]
+
+
+def report(epoch: int, **metrics: Any) -> None:
+    """Print one JSON line ``{"epoch": N, "name": value, ...}`` on stdout (flushed), which a command
+    objective reads as the epoch's report. Values: numbers, 0-d tensors or NumPy scalars.
+    The last report is the trial's final metrics."""
+    import json
+    import sys
+
+    line: dict[str, Any] = {"epoch": int(epoch)}
+    for name, value in metrics.items():
+        item = getattr(value, "item", None)
+        line[name] = item() if callable(item) else value
+    print(json.dumps(line), file=sys.stdout, flush=True)
+
+
+def run(spec_or_path: str | Spec, *, quiet: bool = True, **overrides: Any) -> Summary:
+    """Run the study as ``hpsearch run`` does and return its Summary (finished, pruned, failed, best).
+
+    ``overrides`` are ``--set`` settings with ``__`` for the dots: ``budget__trials=4``,
+    ``fixed__epochs=2``, ``output="/tmp/runs"``. Raises SpecError (one line per problem) for a bad spec."""
+    import importlib
+    import json
+    from pathlib import Path
+
+    from hpsearch.spec.loader import Spec, load_spec
+    from hpsearch.spec.registry import BACKENDS
+    from hpsearch.study.warmstart import check_warm_start
+
+    if isinstance(spec_or_path, Spec):
+        if overrides:
+            raise ValueError("hpsearch.run: overrides need a spec path (a loaded Spec is used as it is)")
+        spec = spec_or_path
+    else:
+        items = [f"{k.replace('__', '.')}={v if isinstance(v, str) else json.dumps(v)}" for k, v in overrides.items()]
+        spec = load_spec(Path(spec_or_path), items, prepare=True)
+    if spec.warm_start.study is not None:
+        check_warm_start(spec)
+    summary: Summary = importlib.import_module(BACKENDS[spec.backend].module).run(spec, quiet=quiet)
+    return summary
 
 
 def load(spec_path: str, storage: str | None = None, study: str | None = None) -> tuple[optuna.Study, pandas.DataFrame]:

@@ -239,6 +239,7 @@ def build(config: dict) -> Run:
 
 
 train.validate = validate
+train.accum_steps = True  # honours config["accum_steps"]: an out-of-memory trial is retried with smaller micro-batches
 train.prepare = prepare_dataset  # download: true fetches the data once, before a study starts
 train.build = build  # hpsearch profile times steps of the run this objective would train
 

@@ -278,6 +278,7 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), che
     from_cwd(raw, {item.partition("=")[0].strip() for item in overrides})
     errors: list[str] = []
     raw.setdefault("study", Path(where).stem)
+    command_entry(raw, Path(os.path.abspath(where)).parent, errors)
     spec = validate_schema(raw, errors)
     tree = parse_space(raw.get("space"), "space", errors) if isinstance(raw.get("space", {}), dict) else Space()
     if spec is not None:
@@ -297,6 +298,17 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), che
 MAX_BYTES = 64 * 1024
 MAX_DEPTH = 32  # nesting levels; a conditional space needs about 8
 MAX_VALUES = 100_000  # scalars and collections after aliases expand; a 64 KiB file holds fewer without aliases
+
+
+def command_entry(raw: dict[str, Any], base_dir: Path, errors: list[str]) -> None:
+    """``objective: {command: ...}`` becomes the entry string every layer above stores and ships."""
+    if not isinstance(raw.get("objective"), dict):
+        return
+    from hpsearch.spec.command import parse_mapping
+
+    entry, problems = parse_mapping(raw["objective"], base_dir)
+    errors.extend(problems)
+    raw["objective"] = entry if entry is not None else BUILTIN
 
 
 def from_cwd(raw: dict[str, Any], flagged: set[str]) -> None:

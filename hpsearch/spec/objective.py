@@ -16,12 +16,24 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from hpsearch.spec.command import FINAL_KEY, PREFIX, from_entry, make_objective
+
+__all__ = ["BUILTIN", "FINAL_KEY", "PREFIX", "Objective", "load_objective"]
+
 Objective = Callable[[dict[str, Any], Any], dict[str, float]]
 BUILTIN = "hpsearch.objectives.image_classification:train"
 
 
 def load_objective(entry: str, base_dir: Path | None = None) -> Objective:
-    """Import the objective; raise ValueError with a one-line reason when it cannot be had."""
+    """Import the objective; raise ValueError with a one-line reason when it cannot be had.
+    ``command:{json}`` (what the loader makes of ``objective: {command: ...}``) gives the command adapter."""
+    if entry.startswith(PREFIX):
+        try:
+            command = from_entry(entry)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"not a command entry: {exc}") from None
+        made: Objective = make_objective(command)
+        return made
     module_part, sep, func_name = entry.rpartition(":")
     if not sep or not module_part or not func_name.isidentifier():
         raise ValueError(f"must be 'module:function' or 'path/to/file.py:function', got {entry!r}")

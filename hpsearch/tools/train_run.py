@@ -143,7 +143,8 @@ def prepare_run_dir(run_dir: Path, doc: dict[str, Any], fresh: bool) -> int:
 
 def train(doc: dict[str, Any], run_dir: Path, fresh: bool = False, quiet: bool = False, stream: Any = None) -> TrainResult:
     """Run the objective on the config without pruning; resume from ``run_dir/checkpoint.pt`` when there is one."""
-    from hpsearch.spec.objective import load_objective
+    from hpsearch.spec.command import describe
+    from hpsearch.spec.objective import FINAL_KEY, load_objective
     from hpsearch.trial.reporter import Reporter
     from hpsearch.trial.run import COMPLETE, run_trial
 
@@ -157,7 +158,7 @@ def train(doc: dict[str, Any], run_dir: Path, fresh: bool = False, quiet: bool =
     say(
         f"resuming {run_dir} from its checkpoint ({done} of {epochs} epochs done)"
         if done
-        else f"training {doc['objective']} for {epochs} epochs in {run_dir}"
+        else f"training {describe(doc['objective'])} for {epochs} epochs in {run_dir}"
     )
     history_file = run_dir / "history.jsonl"
 
@@ -169,7 +170,8 @@ def train(doc: dict[str, Any], run_dir: Path, fresh: bool = False, quiet: bool =
 
     reporter = Reporter(trial_dir=run_dir, prune_hook=None, on_epoch=on_epoch, checkpoint_path=run_dir / "checkpoint.pt")
     objective = load_objective(doc["objective"])
-    outcome = run_trial(objective, doc["config"], reporter, doc["metric"])
+    # FINAL_KEY tells the objective it is the final run (a command sees HPSEARCH_FINAL=1).
+    outcome = run_trial(objective, {**doc["config"], FINAL_KEY: True}, reporter, doc["metric"])
     reporter.close(hparams=doc["config"], final=outcome.metrics)
     history = read_history(run_dir)
     total = int(history[-1]["epoch"]) if history else outcome.epochs

@@ -67,20 +67,27 @@ class ContractError(Exception):
 def run_trial(objective: Objective, config: dict[str, Any], reporter: Reporter, metric_names: list[str]) -> Outcome:
     """Call the objective; map pruning, divergence, missing metrics and exceptions to an Outcome.
 
-    Out of memory (CUDA/MPS) with an integer ``batch_size``: run again with the micro-batch
-    split (halved when even) and ``accum_steps`` multiplied to match, so the effective batch
-    stays the same, down to config ``_min_batch_size`` (default 1); then fail.
+    Out of memory (CUDA/MPS) with an integer ``batch_size``, for an objective that declares
+    ``fn.accum_steps = True`` (it honours ``config["accum_steps"]``, as the built-in one does): run
+    again with the micro-batch split (halved when even) and ``accum_steps`` multiplied to match, so
+    the effective batch stays the same, down to config ``_min_batch_size`` (default 1); then fail.
+    Any other objective fails at once with a one-line reason saying what to do.
+    After the first report, config keys the objective never read are named in one warning line.
     KeyboardInterrupt is recorded as "interrupted" and re-raised so the study stops.
     """
     start = time.perf_counter()
     from hpsearch.trial.ranks import launcher, world_size
 
     if world_size(config) > 1:  # config processes: N runs the objective as N torch.distributed ranks
+        honours = getattr(objective, "accum_steps", False)
         objective = launcher(objective, world_size(config))
+        if honours:
+            objective.accum_steps = True  # type: ignore[attr-defined]
     on_epoch = reporter.on_epoch
-    reporter.on_epoch = _first_report_checked(reporter, metric_names, on_epoch)
+    reads = ReadKeys()
+    reporter.on_epoch = _first_report_checked(reporter, metric_names, on_epoch, reads)
     try:
-        outcome = _attempts(objective, dict(config), reporter, metric_names, start)
+        outcome = _attempts(objective, dict(config), reporter, metric_names, start, reads)
     finally:
         reporter.on_epoch = on_epoch
     if outcome.traceback is not None and reporter.trial_dir is not None:
@@ -89,13 +96,21 @@ def run_trial(objective: Objective, config: dict[str, Any], reporter: Reporter, 
     return outcome
 
 
-def _attempts(objective: Objective, config: dict[str, Any], reporter: Reporter, metric_names: list[str], start: float) -> Outcome:
+def _attempts(
+    objective: Objective, config: dict[str, Any], reporter: Reporter, metric_names: list[str], start: float, reads: ReadKeys
+) -> Outcome:
     retries = 0
     while True:
-        outcome = _attempt(objective, config, reporter, metric_names, start)
+        outcome = _attempt(objective, config, reporter, metric_names, start, reads)
         if outcome is None:  # out of memory
             smaller = split_micro_batch(config)
             if smaller is not None:
+                print(
+                    f"trial: out of memory at batch_size={config['batch_size']}: retrying with batch_size={smaller['batch_size']} "
+                    f"accum_steps={smaller['accum_steps']} (same samples per optimizer step)",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 config, retries = smaller, retries + 1
                 _free_memory()
                 _reset(reporter)
@@ -106,10 +121,12 @@ def _attempts(objective: Objective, config: dict[str, Any], reporter: Reporter, 
         return outcome
 
 
-def _attempt(objective: Objective, config: dict[str, Any], reporter: Reporter, metric_names: list[str], start: float) -> Outcome | None:
+def _attempt(
+    objective: Objective, config: dict[str, Any], reporter: Reporter, metric_names: list[str], start: float, reads: ReadKeys
+) -> Outcome | None:
     """One call of the objective; None when it ran out of memory and a smaller micro-batch may help."""
     try:
-        result = objective(dict(config), reporter)
+        result = objective(reads.watch(config), reporter)
     except Pruned as exc:
         return _end(PRUNED, exc.reason, reporter, start)
     except KeyboardInterrupt:
@@ -118,24 +135,117 @@ def _attempt(objective: Objective, config: dict[str, Any], reporter: Reporter, m
     except ContractError as exc:
         return _contract(str(exc), reporter, start)
     except Exception as exc:  # noqa: BLE001 - a trial's crash is recorded, never fatal to the study
-        if is_out_of_memory(exc) and _micro_batch(config) is not None:
-            return None  # leaving the handler drops the traceback and the tensors its frames hold
-        outcome = _end(FAILED, one_line(f"failed: {type(exc).__name__}: {exc}"), reporter, start)
-        outcome.traceback, outcome.error_at = traceback.format_exc(), user_frame(exc.__traceback__, getattr(exc, "frames", None))
+        if is_out_of_memory(exc):
+            if _micro_batch(config) is not None and getattr(objective, "accum_steps", False):
+                return None  # leaving the handler drops the traceback and the tensors its frames hold
+            text = f"failed: out of memory{_at_batch(config)}: {OOM_ADVICE}"
+        else:
+            text = f"failed: {type(exc).__name__}: {exc}"
+        outcome = _end(FAILED, one_line(text), reporter, start)
+        details = getattr(exc, "details", None)  # a command's exit status and last stderr lines
+        outcome.traceback = details if isinstance(details, str) else traceback.format_exc()
+        outcome.error_at = user_frame(exc.__traceback__, getattr(exc, "frames", None))
         return outcome
     return _completed(result, reporter, metric_names, start)
 
 
-def _first_report_checked(reporter: Reporter, metric_names: list[str], then: Any) -> Any:
+OOM_ADVICE = (
+    "lower batch_size (or the model's size) in the spec, or let hpsearch retry with smaller micro-batches: "
+    "honour config['accum_steps'] (gradient accumulation) and set fn.accum_steps = True on the objective"
+)
+
+
+def _at_batch(config: dict[str, Any]) -> str:
+    return f" at batch_size={config['batch_size']}" if _micro_batch(config) is not None else ""
+
+
+class ReadKeys:
+    """Which config keys the objective read, to name the others (a typo, a parameter nothing uses)."""
+
+    def __init__(self) -> None:
+        self.config: Recording | None = None
+        self.warned = False
+
+    def watch(self, config: dict[str, Any]) -> dict[str, Any]:
+        self.config = Recording(config)
+        return self.config
+
+    def unread(self) -> list[str]:
+        if self.config is None or getattr(self.config, "opaque", False):
+            return []
+        return sorted(k for k in self.config if not k.startswith("_") and k not in self.config.read)
+
+    def warn_once(self) -> None:
+        unread = [] if self.warned else self.unread()
+        self.warned = True
+        if unread:
+            print(
+                f"trial: the objective never read config key(s) {', '.join(unread)} (a typo in the spec, or a parameter it ignores)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+class Recording(dict[str, Any]):
+    """A config dict that records the keys read. Copying it (``dict(config)``, ``**config``,
+    iteration) reads every key: such an objective is not judged (``opaque``)."""
+
+    def __init__(self, data: dict[str, Any]):
+        super().__init__(data)
+        self.read: set[str] = set()
+        self.opaque = False
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self.read.add(key)
+        return super().__contains__(key)
+
+    def pop(self, key: str, *default: Any) -> Any:
+        self.read.add(key)
+        return super().pop(key, *default)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().setdefault(key, default)
+
+    def __iter__(self) -> Any:
+        self.opaque = True
+        return super().__iter__()
+
+    def items(self) -> Any:
+        self.opaque = True
+        return super().items()
+
+    def values(self) -> Any:
+        self.opaque = True
+        return super().values()
+
+    def copy(self) -> dict[str, Any]:
+        self.opaque = True
+        return dict(super().items())
+
+
+def _first_report_checked(reporter: Reporter, metric_names: list[str], then: Any, reads: ReadKeys | None = None) -> Any:
     """An epoch hook that fails the trial at its first report when the report has none of the spec's
     metrics (pruning and the curves need it); with several metrics, one of them is enough here
-    (the others may come only with the returned dict, which is checked for all)."""
+    (the others may come only with the returned dict, which is checked for all). After the first
+    report it names config keys the objective never read."""
 
     def on_epoch(epoch: int, metrics: dict[str, float]) -> None:
         if len(reporter.history) == 1 and not any(m in metrics for m in metric_names):
             raise ContractError(
                 f"the first report (epoch {epoch}) has no {_names(metric_names)} (the spec's metric:); it reported {sorted(metrics)}"
             )
+        if reads is not None and len(reporter.history) == 1:
+            reads.warn_once()
         if then is not None:
             then(epoch, metrics)
 
