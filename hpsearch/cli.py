@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from hpsearch.base.errors import UserError
+from hpsearch.base.errors import StorageUnreachable, UserError
 from hpsearch.base.text import fmt
 from hpsearch.spec.registry import BACKENDS
 
@@ -592,12 +592,15 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `hpsearch trials SPEC | head`: the reader left, which is fine
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - nothing more may reach the closed pipe at exit
         return 0
+    except StorageUnreachable as exc:
+        print(f"error: {exc}; running trials are retried first by the next run", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         from hpsearch.study.storage import redact
 
         # the command as typed, but a storage URL's password as *** (the user has it; logs must not)
         again = redact(shlex.join(["hpsearch", *(sys.argv[1:] if argv is None else argv)]))
-        done = 'running trials were marked failed (reason "interrupted"); ' if studies else ""
+        done = 'running trials were marked failed (reason "interrupted") and are retried first; ' if studies else ""
         print(f"\ninterrupted; {done}to resume, run the same command again: {again}", file=sys.stderr)
         return 143 if terminated else 130
     except Exception as exc:
@@ -622,10 +625,13 @@ def _terminate_as_interrupt(terminated: list[int]) -> Iterator[None]:
         yield
         return
     previous = signal.signal(signal.SIGTERM, handler)
+    # Ctrl-C stops a run even when its shell started it with SIGINT ignored (`cmd &` in a script)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)
 
 
 def _storage_error(exc: Exception) -> str | None:
@@ -634,7 +640,7 @@ def _storage_error(exc: Exception) -> str | None:
         return None
     from hpsearch.study.storage import redact
 
-    if type(exc).__name__ not in ("OperationalError", "InterfaceError", "StorageInternalError"):
+    if type(exc).__name__ not in ("OperationalError", "InterfaceError", "StorageInternalError", "DatabaseError"):
         return None
     cause = exc.__cause__ if type(exc).__name__ == "StorageInternalError" and exc.__cause__ else exc
     first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]

@@ -159,7 +159,7 @@ def test_kill_9_of_one_worker_process_fails_its_trial_and_the_study_still_meets_
 # ---------------------------------------------------------------------------- Ctrl-C
 
 
-def test_ctrl_c_marks_the_running_trial_interrupted_exits_130_and_says_how_to_resume(write_spec, tmp_path):
+def test_ctrl_c_marks_the_running_trial_interrupted_exits_130_and_retries_it_first_on_resume(write_spec, tmp_path):
     spec = write_spec(SLOW_SPEC.replace("{trials}", "3").replace(*HANG))
     proc = start_run(spec)
     wait_for(hung_trial(tmp_path, "slow"), 120, proc)
@@ -171,11 +171,15 @@ def test_ctrl_c_marks_the_running_trial_interrupted_exits_130_and_says_how_to_re
     trials = trials_of(tmp_path, "slow")
     (stopped,) = by_state(trials, TrialState.FAIL)
     assert stopped.user_attrs["reason"] == "interrupted"
-    assert not by_state(trials, TrialState.RUNNING, TrialState.WAITING)
+    assert not by_state(trials, TrialState.RUNNING)
+    (queued,) = by_state(trials, TrialState.WAITING)  # a gentle stop loses no more than kill -9
+    assert queued.params == stopped.params and queued.user_attrs["retry_of"] == stopped.number
 
     again = cli("run", str(spec), "--quiet", env=FAST_HEARTBEAT)
     assert again.returncode == 0, again.stderr
-    assert len(by_state(trials_of(tmp_path, "slow"), *FINISHED)) == 3
+    trials = trials_of(tmp_path, "slow")
+    assert len(by_state(trials, *FINISHED)) == 3
+    assert trials[queued.number].state == TrialState.COMPLETE, "the interrupted config is the rerun's first trial"
 
 
 # ---------------------------------------------------------------------------- many processes, one SQLite file

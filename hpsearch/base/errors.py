@@ -13,3 +13,10 @@ class UserError(Exception):
 
 class SpecError(UserError):
     """Every problem found in a spec file, each naming the file and the key path."""
+
+
+class StorageUnreachable(BaseException):
+    """The storage stayed unreachable longer than HPSEARCH_OUTAGE_S. A BaseException, like
+    KeyboardInterrupt, so that no ``except Exception`` on the way (the objective's wrapper, a
+    trial's failure record) turns it into a failed trial: the process stops with one line and its
+    running trial stays RUNNING, for the next process to retry first ("process died")."""

@@ -47,8 +47,10 @@ from hpsearch.study.checkpoints import CHECKPOINT, RESUMED_FROM, clean_up, resum
 from hpsearch.study.claim import ClaimLock
 from hpsearch.study.counts import CLAIMED, contract_broken, finished_count, own_counts, reason
 from hpsearch.study.liveness import (
+    Dead,
     Heartbeat,
     Observer,
+    bury,
     check,
     fail_trials_of,
     intervals,
@@ -59,7 +61,7 @@ from hpsearch.study.liveness import (
 from hpsearch.study.open import open_study
 from hpsearch.study.progress import Progress
 from hpsearch.study.reruns import RERUN_CONFIG, is_reruns, nothing_left
-from hpsearch.study.storage import end_trial, frozen, open_storage
+from hpsearch.study.storage import frozen, open_storage
 from hpsearch.study.summary import Summary, announce, record, refresh, summary, trial_value_text
 from hpsearch.trial.reporter import PruneHook, Reporter, ResumeHook
 from hpsearch.trial.run import FAILED, PRUNED, run_trial
@@ -193,9 +195,10 @@ def work(
                     )
                     break
         except KeyboardInterrupt:  # also a claim cut short between ask() and the objective, before its stamp
+            # a gentle stop loses no more than kill -9: the config is queued again, first, and resumes from its checkpoint
             if trial is not None:
-                end_trial(study, trial, TrialState.FAIL, "interrupted")
-            fail_trials_of(study, worker_name(), "interrupted", retry_them=False)
+                bury(study, [Dead(frozen(study, trial), "interrupted")])
+            fail_trials_of(study, worker_name(), "interrupted", retry_them=True)
             raise
     return summary(study, spec, ran, stopped_early)
 
@@ -214,7 +217,7 @@ def run_claimed(
         except TrialFailed:
             state = TrialState.FAIL
         except KeyboardInterrupt:
-            tell(study, trial, TrialState.FAIL, stop=stop)
+            bury(study, [Dead(frozen(study, trial), "interrupted")])  # failed and queued again first (work's handler)
             raise
         except Exception as exc:  # noqa: BLE001 - e.g. a storage error while sampling: the trial fails, the worker goes on
             trial.set_user_attr("reason", f"failed: {type(exc).__name__}: {exc}".strip())

@@ -44,6 +44,7 @@ SPEC_ENV = "HPSEARCH_SLOT_SPEC"  # the parent's resolved spec, as JSON, for its 
 DEADLINE_ENV = "HPSEARCH_DEADLINE"  # unix time after which slots claim no new trial (budget.timeout)
 STOPPED = 3  # a slot's exit status when budget.max_failures stopped it
 POLL_S = 0.5  # the parent reads progress from storage this often
+STOP_WAIT_S = 2.0  # Ctrl-C/SIGTERM: slots get this long to record "interrupted" before SIGKILL (a stop takes < 3 s)
 RELAY_WAIT_S = 5.0  # a slot that exited: wait this long at most for its last output (a child that kept the pipe open)
 CRASH_LIMIT = 3  # a slot that dies this often in a row without finishing a trial is not restarted
 
@@ -180,13 +181,15 @@ def run_slots(spec: Spec, slots: list[Slot], command: list[str], quiet: bool = F
                 pool.start(slot)
             watch.loop()
         except KeyboardInterrupt:
-            pool.signal_all(signal.SIGINT)  # slots mark their running trials "interrupted"
-            pool.wait_all(timeout=15)
+            # SIGTERM, not SIGINT: a slot still importing inherited the parent's disposition, and
+            # `cmd &` starts the parent with SIGINT ignored; SIGTERM's default ends a slot at once
+            pool.signal_all(signal.SIGTERM)  # slots mark their running trials "interrupted" and queue them again
+            pool.wait_all(timeout=STOP_WAIT_S)  # then SIGKILL: the parent buries what they left RUNNING
             watch.bury(pool.ended(), "interrupted")
             raise
         finally:
             pool.signal_all(signal.SIGTERM)
-            pool.wait_all(timeout=15)
+            pool.wait_all(timeout=STOP_WAIT_S)
     ran = sum(t.user_attrs.get(WORKER) in pool.workers for t in study.get_trials(deepcopy=False))
     return summary(study, spec, ran, watch.stopped_early)
 
@@ -255,7 +258,7 @@ class Watch:
                 self.stop(f"slot {e.slot.index}: {e.last_line}")
                 continue
             text = why or crash_reason(rc, e.last_line)
-            fail_trials_of(self.study, e.worker, text, retry_them=why is None)
+            fail_trials_of(self.study, e.worker, text, retry_them=True)
             if why is not None or self.stopping or e.slot.index in self.retiring:
                 continue
             self.progress.print(f"slot {e.slot.index} (pid {e.pid}) ended: {text}")
@@ -357,10 +360,12 @@ def crash_reason(rc: int, last_line: str) -> str:
 
 
 def watch_parent(parent: int) -> None:
-    """A slot ends with its parent: the kernel sends SIGTERM if it dies (Linux), and a slot never outlives it."""
+    """A slot ends with its parent: the kernel sends SIGKILL if it dies (Linux), and a slot never outlives it."""
     with contextlib.suppress(Exception):
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        # SIGKILL, as the parent got: its running trial stays RUNNING with this pid, which is then
+        # gone, so the next run reads "process died", retries the config first and resumes it
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:
         raise SystemExit(1)

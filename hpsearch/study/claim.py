@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.base.errors import UserError
@@ -48,8 +49,13 @@ class ClaimLock:
         import fcntl
 
         assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(f"{self.path}.claims.lock", "a") as handle:
+        lock = Path(f"{self.path}.claims.lock")
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(lock, "a")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:  # a read-only mount, a folder this user may not write
+            raise UserError(f"storage: cannot write {lock.resolve()} (the study's claim lock): {exc.strerror or exc}") from None
+        with handle:
             fcntl.flock(handle, fcntl.LOCK_EX)  # released by the kernel if this process dies
             try:
                 yield

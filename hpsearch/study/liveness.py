@@ -28,8 +28,8 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from hpsearch.base.errors import UserError
-from hpsearch.study.storage import end_trial, set_attrs, storage_of, study_id, trial_id
+from hpsearch.base.errors import StorageUnreachable, UserError
+from hpsearch.study.storage import OUTAGE, end_trial, set_attrs, storage_of, study_id, trial_id
 
 
 def _env_seconds(name: str, default: float) -> float:
@@ -133,7 +133,8 @@ class Heartbeat:
     def _beat(self) -> None:
         while not self.done.wait(self.interval):
             self.count += 1
-            with contextlib.suppress(Exception):  # a storage hiccup must not end the trial; the next beat may pass
+            # a storage hiccup must not end the trial; past HPSEARCH_OUTAGE_S the trial's own next write says so
+            with contextlib.suppress(Exception, StorageUnreachable):
                 self.storage.set_trial_system_attr(self.trial_id, BEAT, self.count)
 
     def stop(self) -> None:
@@ -157,10 +158,16 @@ class Observer:
     grace: float = field(default_factory=lambda: intervals()[1])
     clock: Callable[[], float] = time.monotonic
     seen: dict[int, tuple[Any, float]] = field(default_factory=dict)  # trial number -> (beat, when this process first saw it)
+    outage_seen: float = 0.0  # OUTAGE.recovered when this observer last looked
 
     def judge(self, running: list[FrozenTrial]) -> tuple[list[Dead], list[FrozenTrial]]:
         """(dead trials with their reason, trials not decided yet). Alive trials are in neither list."""
         now = self.clock()
+        if OUTAGE.recovered != self.outage_seen:
+            # an outage ended since the last look: nobody could write a beat during it, so a beat that
+            # did not move then says nothing. Watch every trial anew, a full grace period from now.
+            self.outage_seen = OUTAGE.recovered
+            self.seen.clear()
         dead: list[Dead] = []
         undecided: list[FrozenTrial] = []
         for t in running:

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import json
+import os
 import re
 import sqlite3
+import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import optuna
 
-from hpsearch.base.errors import UserError
+from hpsearch.base.errors import StorageUnreachable, UserError
 
 
 def redact(url: str) -> str:
@@ -48,6 +53,21 @@ def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.execute("PRAGMA synchronous=NORMAL")
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """A file that is not a SQLite database (corrupt, a study.db overwritten by something else): one
+    line now, where SQLite would say "file is not a database" from deep inside a query."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(SQLITE_MAGIC))
+    except OSError as exc:
+        raise UserError(f"storage: cannot read {path.resolve()}: {exc.strerror or exc}") from None
+    if head and head != SQLITE_MAGIC:
+        raise UserError(f"storage: {path.resolve()} is not a SQLite database (corrupt, or not a study file)")
+
+
 def open_storage(url: str, create: bool = True, read_only: bool = False) -> Storage:
     """An Optuna RDBStorage; SQLite files use WAL and a long busy timeout so processes can share one.
 
@@ -60,6 +80,8 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> Stor
     if path is not None:
         if (read_only or not create) and not path.exists():
             raise UserError(f"storage: no study database at {path.resolve()} (has the study been run?)")
+        if path.exists():
+            _check_sqlite_file(path)
         if read_only:
             engine_kwargs = {"connect_args": {"timeout": 60, "uri": True}}
             url = read_only_url(path)
@@ -72,12 +94,14 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> Stor
                 raise UserError(f"storage: cannot open {path.resolve()}: {exc}") from None
             engine_kwargs = {"connect_args": {"timeout": 60}}
             _fast_sqlite_commits()
+    else:
+        engine_kwargs = {"pool_pre_ping": True}  # a connection the server dropped (restart) is replaced, not used
     try:
         if read_only and not _has_tables(engine_url(url), engine_kwargs):
             # an empty database: Optuna's own error would be "An exception is raised during the commit"
             raise UserError(f"storage {redact(url)}: no study has been run in this database yet (it holds no Optuna tables)")
         return _create(engine_url(url), engine_kwargs, sqlite=path is not None, read_only=read_only)
-    except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, ImportError, ValueError) as exc:
+    except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, ImportError, ValueError, sqlite3.Error) as exc:
         raise cannot_open(url, exc) from None
 
 
@@ -144,6 +168,96 @@ def _lost_creation_race(exc: Any, sqlite: bool) -> bool:
     if sqlite:
         return isinstance(exc, sqlalchemy.exc.OperationalError)
     return getattr(exc.orig, "sqlstate", None) in RACE_SQLSTATES
+
+
+# ---------------------------------------------------------------------------- riding out an outage
+
+
+def outage_limit() -> float:
+    """Seconds a process rides out an unreachable storage (HPSEARCH_OUTAGE_S, default 120)."""
+    text = os.environ.get("HPSEARCH_OUTAGE_S", "").strip()
+    try:
+        value = float(text) if text else 120.0
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise UserError(f"HPSEARCH_OUTAGE_S={text!r}: expected a number of seconds >= 0")
+    return value
+
+
+class Outage:
+    """This process's view of an outage: one line when it starts, and when it ended (monotonic s),
+    so liveness does not count the time nobody could write a heartbeat."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.since: float | None = None
+        self.recovered = 0.0
+
+    def begin(self, limit: float) -> None:
+        with self.lock:
+            if self.since is None:
+                self.since = time.monotonic()
+                print(f"storage unreachable, retrying for up to {limit:g} s", file=sys.stderr, flush=True)
+
+    def end(self) -> None:
+        with self.lock:
+            if self.since is not None:
+                self.since, self.recovered = None, time.monotonic()
+
+
+OUTAGE = Outage()
+_retrying = threading.local()  # an outer call already retries: an inner one must not multiply the wait
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def unreachable(exc: BaseException) -> bool:
+    """A lost or refused connection (server restart, failover, network), not a bad statement."""
+    import sqlalchemy.exc
+
+    cause = exc.__cause__ if isinstance(exc, optuna.exceptions.StorageInternalError) and exc.__cause__ else exc
+    if isinstance(cause, sqlalchemy.exc.DBAPIError) and cause.connection_invalidated:
+        return True
+    return isinstance(cause, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError)
+
+
+def riding_out(method: F) -> F:
+    """Retry a storage call with backoff (0.5 s doubling to 5 s) while the server is unreachable,
+    up to HPSEARCH_OUTAGE_S; then StorageUnreachable. SQLite files have no outages (their busy
+    timeout already waits for a writer)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Storage, *args: Any, **kwargs: Any) -> Any:
+        if self.engine.name == "sqlite" or getattr(_retrying, "on", False):
+            return method(self, *args, **kwargs)
+        limit, started, delay = outage_limit(), None, 0.5
+        _retrying.on = True
+        try:
+            while True:
+                try:
+                    result = method(self, *args, **kwargs)
+                except Exception as exc:
+                    if not unreachable(exc):
+                        raise
+                    started = time.monotonic() if started is None else started
+                    waited = time.monotonic() - started
+                    if waited >= limit:
+                        first = (str(exc.__cause__ or exc).strip().splitlines() or [type(exc).__name__])[0]
+                        raise StorageUnreachable(
+                            f"storage {self.engine.url.render_as_string(hide_password=True)} unreachable for {limit:g} s "
+                            f"(HPSEARCH_OUTAGE_S): {redact(first)}"
+                        ) from None
+                    OUTAGE.begin(limit)
+                    time.sleep(min(delay, limit - waited))
+                    delay = min(delay * 2, 5.0)
+                    continue
+                if started is not None:
+                    OUTAGE.end()
+                return result
+        finally:
+            _retrying.on = False
+
+    return wrapper  # type: ignore[return-value]
 
 
 class _Lost(Exception):
@@ -232,6 +346,37 @@ class Storage(optuna.storages.RDBStorage):
                 .all()
             )
         return {optuna.trial.TrialState(state) if not isinstance(state, optuna.trial.TrialState) else state: n for state, n in rows}
+
+
+RIDDEN = (
+    "create_new_study",
+    "get_study_id_from_name",
+    "get_study_name_from_id",
+    "get_study_directions",
+    "get_study_user_attrs",
+    "get_study_system_attrs",
+    "set_study_user_attr",
+    "set_study_system_attr",
+    "get_all_studies",
+    "create_new_trial",
+    "set_trial_param",
+    "get_trial_id_from_study_id_trial_number",
+    "get_trial_number_from_id",
+    "get_trial_param",
+    "set_trial_state_values",
+    "set_trial_intermediate_value",
+    "set_trial_user_attr",
+    "set_trial_system_attr",
+    "get_trial",
+    "get_all_trials",
+    "get_n_trials",
+    "get_best_trial",
+    "set_trial_attrs",
+    "end_if_running",
+    "count_states",
+)  # every call a worker makes while trials run
+for _name in RIDDEN:
+    setattr(Storage, _name, riding_out(getattr(Storage, _name)))
 
 
 def storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:
