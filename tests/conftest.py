@@ -81,3 +81,19 @@ def postgres_url() -> Iterator[str]:
     finally:
         subprocess.run([*ctl, "-m", "immediate", "-W", "stop"], capture_output=True, check=False)
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[object]:
+    """A PostgreSQL server of this session's own, which tests stop and restart (tests/pgserver.py)."""
+    from tests.pgserver import PgServer
+
+    try:
+        server = PgServer(free_port())
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    server.create()
+    try:
+        yield server
+    finally:
+        server.remove()

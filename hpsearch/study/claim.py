@@ -13,6 +13,7 @@ from hpsearch.study.storage import (
     cannot_open,
     engine_url,
     redact,
+    ride_out,
     sqlite_path,
 )
 
@@ -69,13 +70,25 @@ class ClaimLock:
         if self._engine is None:
             self._engine = sqlalchemy.create_engine(engine_url(self.url), pool_size=1, pool_pre_ping=True)
         try:
-            connection = self._engine.connect()
+            conn = ride_out(self._locked, redact(self.url))  # a server restart: wait for it (HPSEARCH_OUTAGE_S)
         except sqlalchemy.exc.SQLAlchemyError as exc:
             raise cannot_open(self.url, exc) from None
-        with connection as conn:
-            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": self.key})  # released if the connection drops
-            try:
-                yield
-            finally:
+        try:
+            yield
+        finally:
+            # a connection lost meanwhile took its lock with it (the server ends a session's advisory locks)
+            with contextlib.suppress(sqlalchemy.exc.SQLAlchemyError):
                 conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+            conn.close()
+
+    def _locked(self) -> Any:
+        """A connection holding the study's advisory lock (released by the server if the connection drops)."""
+        import sqlalchemy
+
+        conn = self._engine.connect().execution_options(isolation_level="AUTOCOMMIT")
+        try:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": self.key})
+        except BaseException:
+            conn.close()
+            raise
+        return conn

@@ -209,6 +209,7 @@ class Outage:
 OUTAGE = Outage()
 _retrying = threading.local()  # an outer call already retries: an inner one must not multiply the wait
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def unreachable(exc: BaseException) -> bool:
@@ -221,41 +222,45 @@ def unreachable(exc: BaseException) -> bool:
     return isinstance(cause, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError)
 
 
+def ride_out(call: Callable[[], T], where: str) -> T:
+    """``call()``, retried with backoff (0.5 s doubling to 5 s) while the server at ``where`` (a
+    URL without its password) is unreachable, up to HPSEARCH_OUTAGE_S; then StorageUnreachable."""
+    if getattr(_retrying, "on", False):  # an outer call already retries: do not multiply the wait
+        return call()
+    limit, started, delay = outage_limit(), None, 0.5
+    _retrying.on = True
+    try:
+        while True:
+            try:
+                result = call()
+            except Exception as exc:
+                if not unreachable(exc):
+                    raise
+                started = time.monotonic() if started is None else started
+                waited = time.monotonic() - started
+                if waited >= limit:
+                    first = (str(exc.__cause__ or exc).strip().splitlines() or [type(exc).__name__])[0]
+                    raise StorageUnreachable(f"storage {where} unreachable for {limit:g} s (HPSEARCH_OUTAGE_S): {redact(first)}") from None
+                OUTAGE.begin(limit)
+                time.sleep(min(delay, limit - waited))
+                delay = min(delay * 2, 5.0)
+                continue
+            if started is not None:
+                OUTAGE.end()
+            return result
+    finally:
+        _retrying.on = False
+
+
 def riding_out(method: F) -> F:
-    """Retry a storage call with backoff (0.5 s doubling to 5 s) while the server is unreachable,
-    up to HPSEARCH_OUTAGE_S; then StorageUnreachable. SQLite files have no outages (their busy
-    timeout already waits for a writer)."""
+    """A Storage method that rides out an outage (``ride_out``). SQLite files have no outages
+    (their busy timeout already waits for a writer)."""
 
     @functools.wraps(method)
     def wrapper(self: Storage, *args: Any, **kwargs: Any) -> Any:
-        if self.engine.name == "sqlite" or getattr(_retrying, "on", False):
+        if self.engine.name == "sqlite":
             return method(self, *args, **kwargs)
-        limit, started, delay = outage_limit(), None, 0.5
-        _retrying.on = True
-        try:
-            while True:
-                try:
-                    result = method(self, *args, **kwargs)
-                except Exception as exc:
-                    if not unreachable(exc):
-                        raise
-                    started = time.monotonic() if started is None else started
-                    waited = time.monotonic() - started
-                    if waited >= limit:
-                        first = (str(exc.__cause__ or exc).strip().splitlines() or [type(exc).__name__])[0]
-                        raise StorageUnreachable(
-                            f"storage {self.engine.url.render_as_string(hide_password=True)} unreachable for {limit:g} s "
-                            f"(HPSEARCH_OUTAGE_S): {redact(first)}"
-                        ) from None
-                    OUTAGE.begin(limit)
-                    time.sleep(min(delay, limit - waited))
-                    delay = min(delay * 2, 5.0)
-                    continue
-                if started is not None:
-                    OUTAGE.end()
-                return result
-        finally:
-            _retrying.on = False
+        return ride_out(lambda: method(self, *args, **kwargs), self.engine.url.render_as_string(hide_password=True))
 
     return wrapper  # type: ignore[return-value]
 
@@ -348,35 +353,20 @@ class Storage(optuna.storages.RDBStorage):
         return {optuna.trial.TrialState(state) if not isinstance(state, optuna.trial.TrialState) else state: n for state, n in rows}
 
 
+# Every call a worker makes while trials run, including the private ones Optuna's cache layer
+# (_CachedStorage) calls directly: a suggest() during a restart goes through _set_trial_param.
 RIDDEN = (
-    "create_new_study",
-    "get_study_id_from_name",
-    "get_study_name_from_id",
-    "get_study_directions",
-    "get_study_user_attrs",
-    "get_study_system_attrs",
-    "set_study_user_attr",
-    "set_study_system_attr",
-    "get_all_studies",
-    "create_new_trial",
-    "set_trial_param",
-    "get_trial_id_from_study_id_trial_number",
-    "get_trial_number_from_id",
-    "get_trial_param",
-    "set_trial_state_values",
-    "set_trial_intermediate_value",
-    "set_trial_user_attr",
-    "set_trial_system_attr",
-    "get_trial",
-    "get_all_trials",
-    "get_n_trials",
-    "get_best_trial",
-    "set_trial_attrs",
-    "end_if_running",
-    "count_states",
-)  # every call a worker makes while trials run
+    "create_new_study", "get_study_id_from_name", "get_study_name_from_id", "get_study_directions",
+    "get_study_user_attrs", "get_study_system_attrs", "set_study_user_attr", "set_study_system_attr",
+    "get_all_studies", "create_new_trial", "_create_new_trial", "set_trial_param", "_set_trial_param",
+    "get_trial_id_from_study_id_trial_number", "get_trial_param", "set_trial_state_values",
+    "set_trial_intermediate_value", "set_trial_user_attr", "set_trial_system_attr", "get_trial",
+    "get_trial_user_attrs", "get_trial_system_attrs", "get_all_trials", "_get_trials", "get_best_trial",
+    "_get_best_trial_id", "get_n_trials", "set_trial_attrs", "end_if_running", "count_states",
+)  # fmt: skip
 for _name in RIDDEN:
-    setattr(Storage, _name, riding_out(getattr(Storage, _name)))
+    if hasattr(Storage, _name):  # a private name another Optuna version lacks
+        setattr(Storage, _name, riding_out(getattr(Storage, _name)))
 
 
 def storage_of(study: optuna.Study) -> optuna.storages.BaseStorage:

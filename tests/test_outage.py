@@ -1,0 +1,107 @@
+"""Database outages on a real PostgreSQL server (tests/pgserver.py), with real restarts: workers
+ride out a restart and a 4 s stop with one line each and no trial failed or run twice; past
+HPSEARCH_OUTAGE_S a worker stops with one line and its trial is retried first by the next one.
+Heartbeats are 1 s with a 3 s grace, shorter than the outage: no false "dead" verdicts either."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from tests.conftest import ROOT, TOY, cli
+from tests.pgserver import PASSWORD
+
+FAST_HEARTBEAT = {"HPSEARCH_HEARTBEAT_S": "1", "HPSEARCH_GRACE_S": "3", "PYTHONUNBUFFERED": "1"}
+
+
+def write(tmp_path: Path, trials: int, epochs: int) -> tuple[Path, str]:
+    study = f"outage-{uuid.uuid4().hex[:8]}"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        f"study: {study}\nobjective: {TOY}:objective\noutput: {tmp_path / 'runs'}\nbudget: {{trials: {trials}}}\n"
+        f"pruner: none\nfixed: {{epochs: {epochs}, sleep: 0.25}}\nspace: {{lr: {{float: [1.0e-4, 1.0], log: true}}}}\n"
+    )
+    return spec, study
+
+
+def worker(spec: Path, url: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hpsearch.cli", "worker", str(spec), "--storage", url, "--quiet"],
+        cwd=ROOT,
+        env={**os.environ, **FAST_HEARTBEAT, **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def trials(url: str, study: str) -> list[FrozenTrial]:
+    try:
+        return optuna.load_study(study_name=study, storage=url).get_trials()
+    except KeyError:
+        return []
+
+
+def wait_mid_trial(url: str, study: str, procs: list[subprocess.Popen]) -> None:
+    """Until a trial has reported an epoch: the outage then surely hits a trial mid-way."""
+    end = time.monotonic() + 120
+    while not any(t.state == TrialState.RUNNING and t.intermediate_values for t in trials(url, study)):
+        assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+        assert time.monotonic() < end, "no trial started"
+        time.sleep(0.2)
+
+
+def test_workers_ride_out_a_restart_and_a_4_s_stop_with_nothing_failed_or_run_twice(pg_server, tmp_path):
+    spec, study = write(tmp_path, trials=4, epochs=12)  # ~3 s a trial: every outage hits running trials
+    procs = [worker(spec, pg_server.url) for _ in range(2)]
+    wait_mid_trial(pg_server.url, study, procs)
+    pg_server.restart()  # pg_ctl restart -m fast: every connection is cut
+    time.sleep(1)
+    pg_server.stop()
+    time.sleep(4)  # longer than the 3 s grace: a beat the outage blocked must not read as a dead worker
+    pg_server.start()
+    outputs = [p.communicate(timeout=240)[0] for p in procs]
+    print(*outputs, sep="\n")
+
+    for p, out in zip(procs, outputs, strict=True):
+        assert p.returncode == 0, out
+        assert "Traceback" not in out and PASSWORD not in out
+        assert out.count("storage unreachable, retrying for up to 120 s") <= 2  # one line per outage
+    assert any("storage unreachable, retrying for up to 120 s" in out for out in outputs)
+    done = trials(pg_server.url, study)
+    assert [t.state for t in done] == [TrialState.COMPLETE] * 4, "\n".join(str(t.user_attrs.get("reason")) for t in done)
+    assert not any("retry_of" in t.user_attrs for t in done)  # nothing failed, nothing run twice
+    assert all(sorted(t.intermediate_values) == list(range(1, 13)) for t in done)  # every report was written
+
+
+def test_past_the_outage_limit_a_worker_stops_in_one_line_and_its_trial_is_retried_first(pg_server, tmp_path):
+    spec, study = write(tmp_path, trials=2, epochs=12)
+    proc = worker(spec, pg_server.url, {"HPSEARCH_OUTAGE_S": "2"})
+    wait_mid_trial(pg_server.url, study, [proc])
+    (cut,) = [t for t in trials(pg_server.url, study) if t.state == TrialState.RUNNING]
+    pg_server.stop()
+    try:
+        out = proc.communicate(timeout=120)[0]
+    finally:
+        pg_server.start()
+    assert proc.returncode == 2, out
+    assert "Traceback" not in out and PASSWORD not in out
+    (error,) = [line for line in out.splitlines() if line.startswith("error:")]
+    assert "unreachable for 2 s (HPSEARCH_OUTAGE_S)" in error and "u:***@127.0.0.1" in error
+    assert "invalid data" not in out
+
+    again = cli("worker", str(spec), "--storage", pg_server.url, "--quiet", env=FAST_HEARTBEAT)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert PASSWORD not in again.stdout + again.stderr
+    done = trials(pg_server.url, study)
+    assert done[cut.number].state == TrialState.FAIL and "process died" in done[cut.number].user_attrs["reason"]
+    (retry,) = [t for t in done if t.user_attrs.get("retry_of") == cut.number]
+    assert retry.params == cut.params and retry.state == TrialState.COMPLETE
+    assert len([t for t in done if t.state == TrialState.COMPLETE]) == 2
