@@ -144,8 +144,9 @@ def ending(summary: Summary) -> int:
         print(f"last failure: {summary.last_failure}")
     if not summary.stopped_early:
         return 0
-    hint = "fix the objective or the spec's metric:, then" if summary.contract else "fix the cause, then"
-    more = "" if summary.contract else " (or raise --max-failures)"
+    hint = "fix the objective, then" if summary.contract else "fix the cause, then"
+    # A changed metric: is a changed study definition, which a plain rerun refuses: name the flag that takes it.
+    more = f" (or fix the spec's metric: and add {RESUME_ANYWAY_FLAG})" if summary.contract else " (or raise --max-failures)"
     print(f"stopped early: {summary.stopped_early}; {hint} {RESUME_HINT}{more}", file=sys.stderr)
     return 1
 

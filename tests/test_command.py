@@ -167,3 +167,22 @@ def test_search_export_train_an_outside_script(tmp_path: Path, metrics: str) -> 
     final = json.loads((tmp_path / "final" / "metrics.json").read_text())
     assert final["val_acc"] == pytest.approx(best.value, abs=1e-6)
     assert yaml.safe_load((tmp_path / "best.yaml").read_text())["config"]["lr"] == 0.5
+
+
+@pytest.mark.parametrize("backend", ["slots", "ray"])
+def test_the_script_runs_in_slots_and_under_ray(tmp_path: Path, backend: str) -> None:
+    (tmp_path / "train_mlp.py").write_text(SCRIPT.read_text())
+    setting = "resources: {workers: 2}" if backend == "slots" else "backend: ray\nresources: {gpus_per_trial: 0}"
+    (tmp_path / "spec.yaml").write_text(
+        "study: where\nobjective: {command: python train_mlp.py --log json}\nbudget: {trials: 2}\n"
+        f"{setting}\nfixed: {{epochs: 2}}\nspace:\n  lr: {{float: [0.1, 0.5]}}\n"
+    )
+    ran = cli("run", "spec.yaml", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    study = optuna.load_study(study_name="where", storage=f"sqlite:///{tmp_path / 'runs' / 'where' / 'study.db'}")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 2
+    assert all(0.5 < t.value <= 1.0 and sorted(t.intermediate_values) == [1, 2] for t in study.trials)
+    logs = sorted((tmp_path / "runs" / "where").glob("trial-*/output.log"))
+    assert len(logs) == 2 and all('"epoch": 2' in p.read_text() for p in logs)
+    if backend == "ray":
+        assert "ray: the objective's printed output is in " in ran.stdout

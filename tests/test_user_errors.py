@@ -66,8 +66,14 @@ def test_a_misnamed_metric_fails_the_first_trial_at_its_first_report_and_stops_t
     assert trial.user_attrs["reason"] == why
     assert result.stderr.strip() == (
         f"stopped early: trial 0 {why}; the objective and the spec disagree on the metric, so every trial would fail "
-        "the same way; fix the objective or the spec's metric:, then run the same command again to resume"
+        "the same way; fix the objective, then run the same command again to resume "
+        "(or fix the spec's metric: and add --resume-anyway)"
     )
+    # the advice works: the spec's metric: fixed, the same study resumes with the flag it names
+    spec.write_text(spec.read_text().replace("metric: score", "metric: acc"))
+    again = cli("run", str(spec), "--quiet", "--resume-anyway", "--set", "budget.trials=1")
+    assert again.returncode == 0, again.stderr
+    assert [t.state for t in trials(tmp_path / "runs" / "misnamed" / "study.db", "misnamed")][-1] == TrialState.COMPLETE
 
 
 def test_a_returned_dict_without_the_metric_stops_the_study_too(write_spec, tmp_path):
@@ -85,7 +91,7 @@ def test_a_returned_dict_without_the_metric_stops_the_study_too(write_spec, tmp_
     result = cli("run", str(spec), "--quiet", "--workers", "2")  # slots: the parent stops every slot
     assert result.returncode == 1, result.stderr
     assert "objective returned no 'score' (the spec's metric:); it returned ['acc']" in result.stderr
-    assert "fix the objective or the spec's metric:" in result.stderr
+    assert "fix the objective, then" in result.stderr and "metric: and add --resume-anyway" in result.stderr
     assert len(trials(tmp_path / "runs" / "returns" / "study.db", "returns")) <= 2  # at most one per slot
 
 

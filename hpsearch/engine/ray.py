@@ -518,10 +518,22 @@ def ray_session(spec: Spec) -> Iterator[None]:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"ray.address {address or '(local)'}: cannot start or join Ray: {first}") from None
+    print(f"ray: the objective's printed output is in {ray_logs()}/worker-*.out (a command objective's also in <trial dir>/output.log)")
     try:
         yield
     finally:
         ray.shutdown()
+
+
+def ray_logs() -> str:
+    """Where Ray keeps the workers' stdout/stderr (log_to_driver is off: trials would interleave on our terminal)."""
+    try:
+        import ray
+
+        node = ray._private.worker._global_node
+        return str(node.get_logs_dir_path()) if node is not None else "/tmp/ray/session_latest/logs"
+    except AttributeError:  # another Ray's internals
+        return "/tmp/ray/session_latest/logs"
 
 
 def use_cluster_token() -> None:

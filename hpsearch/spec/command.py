@@ -185,7 +185,8 @@ def run_command(command: Command, config: dict[str, Any], reporter: Any) -> dict
         argv[0] = sys.executable
     Path(env["HPSEARCH_TRIAL_DIR"]).mkdir(parents=True, exist_ok=True)
     _adopt_dead_checkpoint(reporter)
-    log = (Path(env["HPSEARCH_TRIAL_DIR"]) / "output.log").open("a", encoding="utf-8")
+    # Line-buffered: Ray ends a finished or stopped trial by ending its worker, before any close().
+    log = (Path(env["HPSEARCH_TRIAL_DIR"]) / "output.log").open("a", encoding="utf-8", buffering=1)
     try:
         proc = subprocess.Popen(
             argv,
