@@ -186,3 +186,18 @@ def test_the_script_runs_in_slots_and_under_ray(tmp_path: Path, backend: str) ->
     assert len(logs) == 2 and all('"epoch": 2' in p.read_text() for p in logs)
     if backend == "ray":
         assert "ray: the objective's printed output is in " in ran.stdout
+
+
+def test_the_docs_command_example_runs_as_written(tmp_path: Path) -> None:
+    """docs/your-code.md's train.py and search.yaml, as a reader copies them."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "your-code.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:] + text.split("```yaml\n")[1:]]
+    script = next(b for b in blocks if b.startswith("# train.py"))
+    spec = next(b for b in blocks if b.startswith("# search.yaml"))
+    (tmp_path / "train.py").write_text(script)
+    (tmp_path / "search.yaml").write_text(spec)
+    ran = cli("run", "search.yaml", "--set", "budget.trials=2", "--set", "fixed.epochs=2", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    study = optuna.load_study(study_name="mine", storage=f"sqlite:///{tmp_path / 'runs' / 'mine' / 'study.db'}")
+    assert len(study.trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE and t.value < 1 for t in study.trials)
+    assert all(t.value == pytest.approx(1 - t.params["lr"] / 2, abs=1e-4) for t in study.trials)
