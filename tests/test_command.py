@@ -4,6 +4,7 @@ pruned, resumed, exported and trained as ``objective: {command: ...}``."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import optuna
@@ -201,3 +202,56 @@ def test_the_docs_command_example_runs_as_written(tmp_path: Path) -> None:
     study = optuna.load_study(study_name="mine", storage=f"sqlite:///{tmp_path / 'runs' / 'mine' / 'study.db'}")
     assert len(study.trials) == 2 and all(t.state == optuna.trial.TrialState.COMPLETE and t.value < 1 for t in study.trials)
     assert all(t.value == pytest.approx(1 - t.params["lr"] / 2, abs=1e-4) for t in study.trials)
+
+
+def _wait_for(path: Path, seconds: float = 240) -> str:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not path.exists() or not path.read_text():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.2)
+    return path.read_text()
+
+
+def _epochs(run: Path) -> int:
+    history = run / "history.jsonl"
+    return len(history.read_text().splitlines()) if history.exists() else 0
+
+
+def test_train_killed_with_sigkill_resumes_from_the_scripts_checkpoint(tmp_path: Path) -> None:
+    """kill -9 of `hpsearch train` takes the script with it; the same command again resumes at epoch 3."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "train_mlp.py").write_text(SCRIPT.read_text())
+    entry, _ = parse_mapping(
+        {"command": f"python train_mlp.py --checkpoint $HPSEARCH_CHECKPOINT --pause-after {tmp_path / 'paused'}"}, tmp_path
+    )
+    doc = {"objective": entry, "metric": ["val_acc"], "direction": ["maximize"], "config": {"epochs": 4, "lr": 0.5}}
+    (tmp_path / "best.yaml").write_text(yaml.safe_dump(doc))
+    train = subprocess.Popen(
+        [sys.executable, "-m", "hpsearch.cli", "train", "best.yaml", "-o", "run"], cwd=tmp_path, start_new_session=True
+    )
+    script = int(_wait_for(tmp_path / "paused"))  # the script has saved epoch 2 and sleeps
+    deadline = time.monotonic() + 120
+    while _epochs(tmp_path / "run") < 2:  # ... and hpsearch has logged it
+        assert time.monotonic() < deadline, "epoch 2 never logged"
+        time.sleep(0.2)
+    os.kill(train.pid, signal.SIGKILL)
+    train.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while running(str(tmp_path / "run")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert running(str(tmp_path / "run")) == [], f"script {script} outlived hpsearch"
+    again = cli("train", "best.yaml", "-o", "run", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "resuming" in again.stdout and "(2 of 4 epochs done)" in again.stdout
+    history = [json.loads(line)["epoch"] for line in (tmp_path / "run" / "history.jsonl").read_text().splitlines()]
+    assert history == [1, 2, 3, 4]
+    whole = run_trial(
+        objective(), {"epochs": 4, "lr": 0.5}, Reporter(trial_dir=tmp_path / "w", checkpoint_path=tmp_path / "w" / "c.pt"), ["val_acc"]
+    )
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["val_acc"] == whole.metrics["val_acc"]

@@ -96,7 +96,9 @@ def parse_mapping(value: Any, base_dir: Path) -> tuple[str | None, list[str]]:
     if problems:
         return None, problems
     command = Command(argv, str(base_dir.resolve()), str(fmt), str(pattern), float(grace))
-    return PREFIX + json.dumps(asdict(command)), []
+    defaults = Command([], "")
+    short = {k: v for k, v in asdict(command).items() if k in ("argv", "cwd") or v != getattr(defaults, k)}
+    return PREFIX + json.dumps(short), []  # only what differs from the defaults: stored per study, shown by validate
 
 
 def from_entry(entry: str) -> Command:
@@ -106,7 +108,10 @@ def from_entry(entry: str) -> Command:
 
 def describe(entry: str) -> str:
     """The command as a user would type it (progress lines, describe)."""
-    return shlex.join(from_entry(entry).argv) if entry.startswith(PREFIX) else entry
+    if not entry.startswith(PREFIX):
+        return entry
+    command = from_entry(entry)
+    return f"{shlex.join(command.argv)} (in {command.cwd})"
 
 
 def flags(config: dict[str, Any]) -> list[str]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hpsearch.base.errors import SpecError
+from hpsearch.spec.command import describe
 from hpsearch.spec.loader import Spec
 from hpsearch.spec.objective import load_objective
 from hpsearch.spec.space import Choice, Const, Float, Int, Param, Space
@@ -110,7 +111,7 @@ def describe_spec(spec: Spec, configs: list[dict[str, Any]] | int = SHOWN, check
         verdict = f"valid, but {check.rejected} of {check.sampled} sampled configs would be rejected by the objective"
     lines = [
         f"{spec.path}: {verdict}",
-        f"study {spec.study}: objective {spec.objective}; metric {metrics}",
+        f"study {spec.study}: objective {describe(spec.objective)}; metric {metrics}",
         f"budget {budget}; sampler {sampler_name(spec)}; pruner {pruner_name(spec)}; backend {spec.backend}",
         *(f"default {r.key}: {r.value} ({r.why})" for r in resolve(spec) if r.why != "set in the spec"),
         f"storage {redact(spec.storage_url)}; output {spec.study_dir}",
