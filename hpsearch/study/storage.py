@@ -68,6 +68,15 @@ def _check_sqlite_file(path: Path) -> None:
         raise UserError(f"storage: {path.resolve()} is not a SQLite database (corrupt, or not a study file)")
 
 
+def _why_not_writable(path: Path) -> str:
+    """SQLite says only "unable to open database file": name the cause a user can act on."""
+    folder = path.parent if path.parent.exists() else Path.cwd()
+    with contextlib.suppress(OSError):
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return f" ({folder} is on a read-only file system; best, trials, export and report can still read it)"
+    return "" if os.access(folder, os.W_OK) else f" (this user may not write {folder})"
+
+
 def open_storage(url: str, create: bool = True, read_only: bool = False) -> Storage:
     """An Optuna RDBStorage; SQLite files use WAL and a long busy timeout so processes can share one.
 
@@ -91,7 +100,7 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> Stor
                 with sqlite3.connect(path, timeout=60) as db:
                     db.execute("PRAGMA journal_mode=WAL")  # persistent: readers never block the writer
             except (OSError, sqlite3.Error) as exc:
-                raise UserError(f"storage: cannot open {path.resolve()}: {exc}") from None
+                raise UserError(f"storage: cannot open {path.resolve()}: {exc}{_why_not_writable(path)}") from None
             engine_kwargs = {"connect_args": {"timeout": 60}}
             _fast_sqlite_commits()
     else:
