@@ -22,7 +22,7 @@ SPEC = """
     space:
       lr: {{float: [1.0e-4, 1.0], log: true}}
     """
-READERS = [["best"], ["trials"], ["status"], ["export", "--output", "{tmp}/exported.yaml"], ["report"], ["run", "--quiet"]]
+READERS = [["best"], ["trials"], ["status"], ["export", "-o", "{tmp}/exported.yaml"], ["report"], ["run", "--quiet"]]
 
 
 @pytest.fixture(scope="module")

@@ -134,16 +134,18 @@ def work(
     seed_salt: int = 0,
     stop: threading.Event | None = None,
     steps: StepHook | None = None,
+    patient: bool = False,
 ) -> Summary:
     """Claim and run trials until completed + pruned reaches ``budget.trials`` (or time, failures, ``stop``).
 
     ``announce_lines``: print the first line and each trial's end (a slot leaves that to its parent).
     ``seed_salt``: shifts the sampler seed, so processes sharing a study draw different samples.
+    ``patient``: a slot, whose parent reached the storage: wait out an outage at start-up too.
     ``steps``: told how long each step of each trial took (claim, suggest, objective, prune, record, tell, refresh, trial)."""
     stop = stop or threading.Event()
     objective = load_objective(spec.objective, spec.base_dir)
     apply_threads()
-    storage = open_storage(spec.storage_url)  # before the lock writes beside it: a bad URL is one line, nothing written
+    storage = open_storage(spec.storage_url, patient=patient)  # before the lock writes beside it: a bad URL is one line, nothing written
     lock = ClaimLock(spec.storage_url, spec.study)
     with lock.held():  # creating the study under the lock enqueues warm starts once
         study = open_study(spec, seed_salt=seed_salt, storage=storage)
@@ -344,7 +346,13 @@ def main(argv: list[str] | None = None) -> int:
     spec = spec_from_env(args.path)
     try:
         result = work(
-            spec, quiet=args.quiet, announce_lines=False, deadline=deadline_from_env(), seed_salt=1_000_003 * (args.slot + 1), stop=stop
+            spec,
+            quiet=args.quiet,
+            announce_lines=False,
+            deadline=deadline_from_env(),
+            seed_salt=1_000_003 * (args.slot + 1),
+            stop=stop,
+            patient=True,
         )
     except KeyboardInterrupt:
         return 130

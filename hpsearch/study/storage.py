@@ -77,8 +77,12 @@ def _why_not_writable(path: Path) -> str:
     return "" if os.access(folder, os.W_OK) else f" (this user may not write {folder})"
 
 
-def open_storage(url: str, create: bool = True, read_only: bool = False) -> Storage:
+def open_storage(url: str, create: bool = True, read_only: bool = False, patient: bool = False) -> Storage:
     """An Optuna RDBStorage; SQLite files use WAL and a long busy timeout so processes can share one.
+
+    ``patient``: ride out an outage while connecting (``ride_out``), for a process started on a
+    storage another process already reached; otherwise a server that cannot be reached is one line
+    at once (a wrong host or port should not wait two minutes).
 
     ``read_only``: a SQLite file the user may not write (best, trials, report): opened with
     ``mode=ro``, no journal change, no tables created (``read_only_url``)."""
@@ -109,6 +113,8 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> Stor
         if read_only and not _has_tables(engine_url(url), engine_kwargs):
             # an empty database: Optuna's own error would be "An exception is raised during the commit"
             raise UserError(f"storage {redact(url)}: no study has been run in this database yet (it holds no Optuna tables)")
+        if patient and path is None:  # a storage known to exist (a slot's parent opened it): an outage now is waited out
+            return ride_out(lambda: _create(engine_url(url), engine_kwargs, sqlite=False, read_only=read_only), redact(url))
         return _create(engine_url(url), engine_kwargs, sqlite=path is not None, read_only=read_only)
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, ImportError, ValueError, sqlite3.Error) as exc:
         raise cannot_open(url, exc) from None
