@@ -25,6 +25,10 @@ def gone(pid: int) -> bool:
     return False
 
 
+def children(pid: int) -> list[str]:
+    return subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False).stdout.split()
+
+
 def test_kill_9_of_the_parent_of_slots_leaves_process_died_and_the_rerun_retries_first(write_spec, tmp_path):
     spec = write_spec(SLOW_SPEC.replace("{trials}", "4").replace("{{name: random, seed: 0}}", "random").replace(*HANG))
     proc = start_run(spec, "--workers", "2")
@@ -59,8 +63,8 @@ def test_sigterm_during_slot_start_up_stops_the_run_at_once_even_with_sigint_ign
         text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as `cmd &` in a script starts it
     )
-    # the parent is up once the study exists; its slots are then starting (importing, opening the study)
-    wait_for(lambda: (tmp_path / "runs" / "slow" / "study.db").exists(), 120, proc)
+    # both slot processes exist: they are starting (importing, opening the study), SIGINT still ignored
+    wait_for(lambda: len(children(proc.pid)) == 2, 120, proc)
     sent = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -68,6 +72,7 @@ def test_sigterm_during_slot_start_up_stops_the_run_at_once_even_with_sigint_ign
     assert proc.returncode == 143, err
     assert "Traceback" not in err
     # was 15.3 s (slots that ignored SIGINT were waited for, then killed); now slots get 2 s, then SIGKILL
+    print(f"stopped {took:.1f} s after SIGTERM")
     assert took < 10, f"stopped {took:.1f} s after SIGTERM"
     trials = trials_of(tmp_path, "slow")
     assert not by_state(trials, TrialState.RUNNING)
