@@ -35,6 +35,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hpsearch.base.cores import cpu_cores
 from hpsearch.engine.devices import THREADS_ENV, in_process, slots_for, threads_notice
 from hpsearch.engine.slots import (
+    DISK_FULL,
     STOPPED,
     deadline_from_env,
     run_slots,
@@ -61,7 +62,7 @@ from hpsearch.study.liveness import (
 from hpsearch.study.open import open_study
 from hpsearch.study.progress import Progress
 from hpsearch.study.reruns import RERUN_CONFIG, is_reruns, nothing_left
-from hpsearch.study.storage import frozen, open_storage
+from hpsearch.study.storage import disk_full, frozen, open_storage
 from hpsearch.study.summary import Summary, announce, record, refresh, summary, trial_value_text
 from hpsearch.trial.reporter import PruneHook, Reporter, ResumeHook
 from hpsearch.trial.run import FAILED, PRUNED, run_trial
@@ -201,6 +202,11 @@ def work(
             if trial is not None:
                 bury(study, [Dead(frozen(study, trial), "interrupted")])
             fail_trials_of(study, worker_name(), "interrupted", retry_them=True)
+            raise
+        except Exception as exc:
+            if trial is not None and disk_full(exc):  # end it if one more write fits; else the next run fails it at once
+                with contextlib.suppress(Exception):
+                    bury(study, [Dead(frozen(study, trial), "failed: disk full")])
             raise
     return summary(study, spec, ran, stopped_early)
 
@@ -356,6 +362,10 @@ def main(argv: list[str] | None = None) -> int:
         )
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if disk_full(exc):  # the parent says it once for every slot; no traceback here
+            return DISK_FULL
+        raise
     if result.stopped_early:
         print(f"stopped: {result.stopped_early}", flush=True)
         return STOPPED

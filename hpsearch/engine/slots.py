@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 SPEC_ENV = "HPSEARCH_SLOT_SPEC"  # the parent's resolved spec, as JSON, for its slots
 DEADLINE_ENV = "HPSEARCH_DEADLINE"  # unix time after which slots claim no new trial (budget.timeout)
 STOPPED = 3  # a slot's exit status when budget.max_failures stopped it
+DISK_FULL = 4  # a slot's exit status when the disk ran full: the parent says so, once, and stops the run
 POLL_S = 0.5  # the parent reads progress from storage this often
 STOP_WAIT_S = 2.0  # Ctrl-C/SIGTERM: slots get this long to record "interrupted" before SIGKILL (a stop takes < 3 s)
 RELAY_WAIT_S = 5.0  # a slot that exited: wait this long at most for its last output (a child that kept the pipe open)
@@ -254,6 +255,9 @@ class Watch:
             rc = e.proc.returncode
             if rc == 0:
                 continue
+            if rc == DISK_FULL:
+                self.disk_full(e)
+                continue
             if rc == STOPPED and not self.stopping:
                 self.stop(f"slot {e.slot.index}: {e.last_line}")
                 continue
@@ -271,6 +275,14 @@ class Watch:
                 continue
             self.pool.start(e.slot, e.crashes_in_a_row + 1)
             self.progress.print(f"slot {e.slot.index} replaced by pid {self.pool.live[e.slot.index].pid}")
+
+    def disk_full(self, e: SlotProcess) -> None:
+        """No slot can record anything more: stop them all, end what this one left RUNNING if the
+        database still takes that one write (its next run fails it at once otherwise: the pid is gone)."""
+        if not self.stopping:
+            self.stop(f"the disk is full (no space left on the device of {self.spec.study_dir} or the study's storage); free some space")
+        with contextlib.suppress(Exception):
+            fail_trials_of(self.study, e.worker, "failed: disk full", retry_them=True)
 
     # ------------------------------------------------------------------------ trials_per_gpu: auto
 

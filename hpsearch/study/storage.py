@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import functools
 import json
 import os
@@ -132,6 +133,19 @@ def read_only_url(path: Path) -> str:
     except sqlite3.OperationalError:
         uri += "&immutable=1"
     return f"sqlite:///{uri}&uri=true"
+
+
+def disk_full(exc: BaseException | None) -> bool:
+    """Whether the storage or the output folder ran out of space (SQLite: "database or disk is full")."""
+    for _ in range(10):  # the cause chain: Optuna wraps SQLAlchemy, which wraps the driver
+        if exc is None:
+            return False
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            return True
+        if any(text in str(exc) for text in ("database or disk is full", "No space left on device", "could not extend file")):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 def cannot_open(url: str, exc: BaseException) -> UserError:
