@@ -98,7 +98,7 @@ def summarise(
                 row: dict[str, Any] = {
                     "median_regret": float(np.median(regrets)),
                     "median_regret_band": stats.bootstrap_median_band(regrets, rng),
-                    "pruned_epoch_share": float(np.mean([min(t.pruned_epochs, budget) / budget for t in ts])),
+                    "pruned_epoch_share": float(np.mean([stats.pruned_at(t, budget) / budget for t in ts])),
                     "sampler_s_per_trial": float(np.mean([t.sampler_s / max(1, t.trials) for t in ts])),
                     "trials": float(np.mean([t.trials for t in ts])),
                     "regrets": [round(float(r), 5) for r in regrets],  # per seed, in --seeds order: paired tests across tasks

@@ -25,6 +25,7 @@ class Trace:
     spent: list[int] = field(default_factory=list)  # cumulative epochs after each finished trial
     incumbent: list[float] = field(default_factory=list)  # true value of the incumbent then (nan before one completed)
     pruned_epochs: int = 0
+    pruned: list[int] = field(default_factory=list)  # cumulative pruned_epochs after each finished trial (read at any budget)
     trials: int = 0
     sampler_s: float = 0.0
 
@@ -93,6 +94,7 @@ def optuna_search(task: Task, budget: int, seed: int, sampler: Any, pruner: Any)
             break
         trace.spent.append(spent)
         trace.incumbent.append(best.true)
+        trace.pruned.append(trace.pruned_epochs)
     trace.sampler_s = own
     return trace
 

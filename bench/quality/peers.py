@@ -93,6 +93,7 @@ def _run(task: Task, budget: int, seed: int, ask: Any, tell: Any) -> Trace:
         own += time.perf_counter() - t
         trace.spent.append(spent)
         trace.incumbent.append(best.true)
+        trace.pruned.append(trace.pruned_epochs)
     trace.sampler_s = own
     return trace
 

@@ -37,6 +37,15 @@ def regret_at(trace: Trace, epochs: int, ref: tuple[float, float], direction: st
     return regret(value, ref, direction)
 
 
+def pruned_at(trace: Trace, epochs: int) -> int:
+    """Epochs spent in pruned trials by the time ``epochs`` were spent (a run read at a smaller
+    budget than it ran to; traces without the per-trial record give their total)."""
+    if not trace.pruned:
+        return min(trace.pruned_epochs, epochs)
+    done = [p for s, p in zip(trace.spent, trace.pruned, strict=True) if s <= epochs]
+    return done[-1] if done else 0
+
+
 def epochs_to(trace: Trace, target: float, ref: tuple[float, float], direction: str) -> int | None:
     """Epochs at which the incumbent's regret first drops to ``target`` (None: never)."""
     for spent, inc in zip(trace.spent, trace.incumbent, strict=True):
