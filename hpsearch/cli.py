@@ -301,8 +301,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from hpsearch.plots import write_report
     from hpsearch.reading import results
-    from hpsearch.report import write_report
 
     spec = load_for_results(args)
     out = Path(args.out) if args.out else spec.study_dir / "report"

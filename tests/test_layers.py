@@ -22,7 +22,7 @@ LAYERS = [
     "hpsearch.engine",  # optuna and ray backends, slots, devices
     "hpsearch.reading",  # results, export, status, dashboard
     "hpsearch.reruns",  # promote and audit
-    "hpsearch.report",  # plots, importances, the page
+    "hpsearch.plots",  # plots, importances, the page
     "hpsearch.tools",  # train run, profile, lr-find, describe
     "hpsearch.cli",  # parse, load the spec, call one library function
     "hpsearch",  # the package's own __init__ and __main__

@@ -10,8 +10,8 @@ import optuna
 import pytest
 from PIL import Image
 
-from hpsearch.report import write_report
-from hpsearch.report.parallel import PARALLEL_PARAMS
+from hpsearch.plots import write_report
+from hpsearch.plots.parallel import PARALLEL_PARAMS
 from hpsearch.spec.space import parse_space
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)

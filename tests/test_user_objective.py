@@ -149,3 +149,12 @@ def test_import_hpsearch_and_report_need_no_torch_or_optuna() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == '{"epoch": 2, "val_acc": 0.5}\n'
+
+
+def test_hpsearch_report_stays_the_function_after_the_plots_package_loads():
+    """A subpackage named like a top-level function replaces it once imported (hpsearch.report
+    was the report package): the plots live in hpsearch.plots."""
+    import hpsearch
+    import hpsearch.plots  # noqa: F401
+
+    assert callable(hpsearch.report) and hpsearch.report.__module__ == "hpsearch"

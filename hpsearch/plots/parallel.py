@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.report.context import _choices, _Context, _distribution, _focus
-from hpsearch.report.flatten import _complete
+from hpsearch.plots.context import _choices, _Context, _distribution, _focus
+from hpsearch.plots.flatten import _complete
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
     from optuna.trial import FrozenTrial
 
-from hpsearch.report.flatten import _complete, _Flat, _flatten
-from hpsearch.report.importances import _importance_groups, _Importances
+from hpsearch.plots.flatten import _complete, _Flat, _flatten
+from hpsearch.plots.importances import _importance_groups, _Importances
 
 STATE_COLOURS = {  # learning-curve colour per TrialState name
     "COMPLETE": "#1f77b4",

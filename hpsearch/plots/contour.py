@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.report.context import STATE_COLOURS, _axis, _Context, _distribution, _is_lr, _numeric, _option_colours
-from hpsearch.report.flatten import _complete
-from hpsearch.report.slices import _Points
+from hpsearch.plots.context import STATE_COLOURS, _axis, _Context, _distribution, _is_lr, _numeric, _option_colours
+from hpsearch.plots.flatten import _complete
+from hpsearch.plots.slices import _Points
 
 if TYPE_CHECKING:
     import optuna

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hpsearch.report.context import PRUNED_COLOUR, STATE_COLOURS, _axis, _best, _choices, _colour_by, _Context, _option_colours
+from hpsearch.plots.context import PRUNED_COLOUR, STATE_COLOURS, _axis, _best, _choices, _colour_by, _Context, _option_colours
 
 SLICE_PARAMS = 4  # panels in the slice plot
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hpsearch.report.context import STATE_COLOURS, _Context, _trial_states
+from hpsearch.plots.context import STATE_COLOURS, _Context, _trial_states
 
 
 def _skip_curves(ctx: _Context) -> str | None:

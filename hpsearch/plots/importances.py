@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-from hpsearch.report.flatten import _complete, _Flat
+from hpsearch.plots.flatten import _complete, _Flat
 
 OPTION_MIN_TRIALS = 5  # completed trials an option needs for importances of its own
 

@@ -12,9 +12,9 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-from hpsearch.report.bars import _importance_rows
-from hpsearch.report.context import _Context, _context
-from hpsearch.report.plots import _PLOTS, _draw, _Drawn, _title, _variants
+from hpsearch.plots.bars import _importance_rows
+from hpsearch.plots.context import _Context, _context
+from hpsearch.plots.plots import _PLOTS, _draw, _Drawn, _title, _variants
 
 TOP_TRIALS = 10
 

@@ -6,8 +6,8 @@ import html
 import math
 from typing import Any
 
-from hpsearch.report.context import ALL_TRIALS_COLOUR, _colour_by, _Context, _option_colours
-from hpsearch.report.importances import _Importances
+from hpsearch.plots.context import ALL_TRIALS_COLOUR, _colour_by, _Context, _option_colours
+from hpsearch.plots.importances import _Importances
 
 
 def _groups_for(ctx: _Context, metric: str) -> list[_Importances]:

@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hpsearch.report.bars import _importances_matplotlib, _importances_plotly
-from hpsearch.report.context import _Context, _focus
-from hpsearch.report.contour import _contour_note, _contour_points_matplotlib, _contour_points_plotly, _contour_sets, _contour_study
-from hpsearch.report.curves import _colour_curves_matplotlib, _colour_curves_plotly, _skip_curves
-from hpsearch.report.importances import _objective
-from hpsearch.report.parallel import PARALLEL_PARAMS, _parallel_matplotlib, _parallel_note, _parallel_plotly
-from hpsearch.report.slices import SLICE_PARAMS, _slice_matplotlib, _slice_plotly
+from hpsearch.plots.bars import _importances_matplotlib, _importances_plotly
+from hpsearch.plots.context import _Context, _focus
+from hpsearch.plots.contour import _contour_note, _contour_points_matplotlib, _contour_points_plotly, _contour_sets, _contour_study
+from hpsearch.plots.curves import _colour_curves_matplotlib, _colour_curves_plotly, _skip_curves
+from hpsearch.plots.importances import _objective
+from hpsearch.plots.parallel import PARALLEL_PARAMS, _parallel_matplotlib, _parallel_note, _parallel_plotly
+from hpsearch.plots.slices import SLICE_PARAMS, _slice_matplotlib, _slice_plotly
 
 PNG_DPI = 100  # optuna's 6.4 x 4.8 in figures -> about 640 x 480 px
 
