@@ -29,6 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import cpu_model  # noqa: E402
 from bench.quality import harness  # noqa: E402
 from bench.quality.methods import METHODS  # noqa: E402
 from bench.quality.tasks import TIER_A  # noqa: E402
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
         "methods": methods,
         "wall_s": round(wall, 1),
         "jobs": args.jobs,
-        "cpu": _cpu(),
+        "cpu": cpu_model(),
         "tasks": summary,
     }
     if args.json:
@@ -123,15 +124,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.plot:
         plot(traces, tasks, methods, max(args.budget), args.seeds, sorted(args.budget), args.plot)
         print(f"wrote {args.plot}")
-
-
-def _cpu() -> str:
-    try:
-        return next(
-            line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")
-        )
-    except (OSError, StopIteration):
-        return "unknown"
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import cpu_model  # noqa: E402  (standard library only: runs where hpsearch is not installed)
+
 SPEC = ROOT / "bench" / "spaces" / "bench_fashion.yaml"
 SEEDS = (0, 1)  # training seeds per config
 
@@ -198,23 +200,13 @@ def main(argv: list[str] | None = None) -> None:
         "failed": failed,
         "wall_s": round(time.perf_counter() - t0, 1),
         "jobs": args.jobs,
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "python": platform.python_version(),
         "torch": __import__("torch").__version__,
         "command": " ".join(["python", "bench/tier_b_table.py", *(argv if argv is not None else sys.argv[1:])]),
     }
     (args.out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(meta))
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 if __name__ == "__main__":
