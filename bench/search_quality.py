@@ -34,7 +34,7 @@ from bench.quality import harness  # noqa: E402
 from bench.quality.methods import METHODS  # noqa: E402
 from bench.quality.tasks import TIER_A  # noqa: E402
 
-TIERS = {"synthetic": TIER_A, "table": ["fashion_table"]}
+TIERS = {"synthetic": TIER_A, "table": ["fashion_table"], "live": ["fashion_live"]}
 
 
 def seeds_arg(text: str) -> range:

@@ -21,11 +21,12 @@ from bench.quality import stats
 from bench.quality.methods import (
     CANDIDATES,  # noqa: E402
     METHODS,
+    SECOND_ATTEMPT,
     Trace,
 )
 from bench.quality.tasks import make_task
 
-BUDGET_AWARE = {"hpsearch", "hpsearch_ray", *CANDIDATES}  # their start-up trials follow the budget
+BUDGET_AWARE = {"hpsearch", "hpsearch_ray", "hpsearch_warm", *CANDIDATES, *SECOND_ATTEMPT}  # their start-up trials follow the budget
 _TASKS: dict[str, Any] = {}
 
 
@@ -103,6 +104,8 @@ def summarise(
                     "trials": float(np.mean([t.trials for t in ts])),
                     "regrets": [round(float(r), 5) for r in regrets],  # per seed, in --seeds order: paired tests across tasks
                 }
+                if random_final is not None:  # a bad search: worse than half of all random searches
+                    row["bad_search_share"] = float(np.mean(regrets > np.median(random_final)))
                 for label, target in targets.items():
                     mine = stats.ert(ts, target, budget, ref, direction)
                     base = stats.ert(

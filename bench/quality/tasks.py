@@ -207,4 +207,8 @@ def make_task(name: str) -> Task:
         from bench.quality.table import TableTask
 
         return TableTask()
-    raise SystemExit(f"unknown task {name!r}; the tasks are {', '.join([*TIER_A, 'fashion_table'])}")
+    if name == "fashion_live":
+        from bench.quality.live import LiveTask
+
+        return LiveTask()
+    raise SystemExit(f"unknown task {name!r}; the tasks are {', '.join([*TIER_A, 'fashion_table', 'fashion_live'])}")
