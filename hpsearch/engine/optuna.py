@@ -62,7 +62,7 @@ from hpsearch.study.liveness import (
 from hpsearch.study.open import open_study
 from hpsearch.study.progress import Progress
 from hpsearch.study.reruns import RERUN_CONFIG, is_reruns, nothing_left
-from hpsearch.study.storage import disk_full, frozen, open_storage
+from hpsearch.study.storage import disk_full, frozen, open_storage, outage_limit
 from hpsearch.study.summary import Summary, announce, record, refresh, summary, trial_value_text
 from hpsearch.trial.reporter import PruneHook, Reporter, ResumeHook
 from hpsearch.trial.run import FAILED, PRUNED, run_trial
@@ -93,7 +93,8 @@ class TrialFailed(Exception):
 def run(spec: Spec, quiet: bool = False, seed_salt: int = 0) -> Summary:
     """``hpsearch run`` / ``hpsearch worker``: work on the study with this machine's slots, in this
     process when there is one slot."""
-    intervals()  # a bad HPSEARCH_HEARTBEAT_S / HPSEARCH_GRACE_S is one line before anything is written
+    intervals()  # a bad HPSEARCH_HEARTBEAT_S / HPSEARCH_GRACE_S / HPSEARCH_OUTAGE_S is one line before anything is written
+    outage_limit()
     slots = slots_for(spec.resources)
     if in_process(slots, spec.resources):
         spec._threads_cap = slots[0].threads  # a fixed.threads above this process's cores is lowered, as in a slot
@@ -146,8 +147,9 @@ def work(
     stop = stop or threading.Event()
     objective = load_objective(spec.objective, spec.base_dir)
     apply_threads()
-    storage = open_storage(spec.storage_url, patient=patient)  # before the lock writes beside it: a bad URL is one line, nothing written
-    lock = ClaimLock(spec.storage_url, spec.study)
+    outage_s = spec.storage.outage_s
+    storage = open_storage(spec.storage_url, patient=patient, outage_s=outage_s)  # before the lock writes beside it: a bad URL is one line
+    lock = ClaimLock(spec.storage_url, spec.study, outage_s)
     with lock.held():  # creating the study under the lock enqueues warm starts once
         study = open_study(spec, seed_salt=seed_salt, storage=storage)
     spec.study_dir.mkdir(parents=True, exist_ok=True)

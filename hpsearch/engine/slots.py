@@ -157,7 +157,7 @@ class Pool:
 def run_slots(spec: Spec, slots: list[Slot], command: list[str], quiet: bool = False) -> Summary:
     """Start ``command`` once per slot and keep the slots going until the study's budget is spent."""
     packer, packing_note = packer_for(spec, slots)  # before anything is written: a bad fake probe is one line
-    lock = ClaimLock(spec.storage_url, spec.study)
+    lock = ClaimLock(spec.storage_url, spec.study, spec.storage.outage_s)
     with lock.held():  # creating the study under the lock enqueues warm starts once
         study = open_study(spec)
     spec.study_dir.mkdir(parents=True, exist_ok=True)
