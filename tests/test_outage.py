@@ -1,6 +1,7 @@
 """Database outages on a real PostgreSQL server (tests/pgserver.py), with real restarts: workers
 ride out a restart and a 4 s stop with one line each and no trial failed or run twice; past
-storage.outage_s a worker stops with one line and its trial is retried first by the next one. Heartbeats are
+storage.outage_s a worker (or a run with slots) stops with one line, and the next process fails
+its trials with a reason that names the storage and retries their configs first. Heartbeats are
 1 s with a 3 s grace, shorter than the outage: no false "dead" verdicts either."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.cli import main
+from hpsearch.study.storage import redact
 from tests.conftest import ROOT, TOY, cli
 from tests.pgserver import PASSWORD
 
@@ -103,11 +105,36 @@ def test_past_the_outage_limit_a_worker_stops_in_one_line_and_its_trial_is_retri
     assert again.returncode == 0, again.stdout + again.stderr
     assert PASSWORD not in again.stdout + again.stderr
     done = trials(pg_server.url, study)
-    assert done[cut.number].state == TrialState.FAIL and "process died" in done[cut.number].user_attrs["reason"]
+    assert done[cut.number].state == TrialState.FAIL
+    assert done[cut.number].user_attrs["reason"] == f"failed: storage unreachable for 2 s ({redact(pg_server.url)})"
     (retry,) = [t for t in done if t.user_attrs.get("retry_of") == cut.number]
     assert retry.number == cut.number + 1  # queued before the next worker claimed anything: its first trial
     assert retry.params == cut.params and retry.state == TrialState.COMPLETE
     assert len([t for t in done if t.state == TrialState.COMPLETE]) == 2
+
+
+def test_past_the_outage_limit_a_run_with_slots_leaves_the_storage_as_its_trials_reason(pg_server, tmp_path):
+    spec, study = write(tmp_path, trials=4, epochs=12, extra="storage: {outage_s: 2}\nresources: {workers: 2}\n")
+    proc = worker(spec, pg_server.url, command=("run",))
+    wait_mid_trial(pg_server.url, study, [proc], running=2)  # both slots mid-trial
+    cut = [t for t in trials(pg_server.url, study) if t.state == TrialState.RUNNING]
+    pg_server.stop()
+    try:
+        out = proc.communicate(timeout=120)[0]
+    finally:
+        pg_server.start()
+    assert proc.returncode == 2, out
+    assert "Traceback" not in out and PASSWORD not in out
+    assert "unreachable for 2 s (storage.outage_s)" in out.strip().splitlines()[-1], out
+
+    again = cli("worker", str(spec), "--storage", pg_server.url, "--quiet", env=FAST_HEARTBEAT)
+    assert again.returncode == 0, again.stdout + again.stderr
+    done = trials(pg_server.url, study)
+    for t in cut:  # the slots' trials: failed for the storage, not "process died", and their configs ran again
+        assert done[t.number].user_attrs["reason"] == f"failed: storage unreachable for 2 s ({redact(pg_server.url)})"
+        (retry,) = [r for r in done if r.user_attrs.get("retry_of") == t.number]
+        assert retry.params == t.params and retry.state == TrialState.COMPLETE
+    assert len([t for t in done if t.state == TrialState.COMPLETE]) == 4
 
 
 def test_validate_names_the_outage_limit_and_the_environment_overrides_the_spec(tmp_path, monkeypatch, capsys):

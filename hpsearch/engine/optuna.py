@@ -33,6 +33,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.base.cores import cpu_cores
+from hpsearch.base.errors import StorageUnreachable
 from hpsearch.engine.devices import THREADS_ENV, in_process, slots_for, threads_notice
 from hpsearch.engine.slots import (
     DISK_FULL,
@@ -55,6 +56,7 @@ from hpsearch.study.liveness import (
     check,
     fail_trials_of,
     intervals,
+    note_stopped,
     settle,
     stamp,
     worker_name,
@@ -154,7 +156,7 @@ def work(
         study = open_study(spec, seed_salt=seed_salt, storage=storage)
     spec.study_dir.mkdir(parents=True, exist_ok=True)
     progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
-    observer = Observer()
+    observer = Observer(study_dir=spec.study_dir)
     if announce_lines:
         settle(study, observer, progress.print)  # a killed earlier run's trial: failed with a reason, its config next
     refresh(progress, study, spec)
@@ -204,6 +206,9 @@ def work(
             if trial is not None:
                 bury(study, [Dead(frozen(study, trial), "interrupted")])
             fail_trials_of(study, worker_name(), "interrupted", retry_them=True)
+            raise
+        except StorageUnreachable as exc:  # nothing can be written now: the next process fails the trial with this reason
+            note_stopped(spec.study_dir, [os.getpid()], exc.reason)
             raise
         except Exception as exc:
             if trial is not None and disk_full(exc):  # end it if one more write fits; else the next run fails it at once
@@ -364,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     except KeyboardInterrupt:
         return 130
+    except StorageUnreachable as exc:  # one line for the parent to relay and record, no traceback
+        print(f"error: {exc}", flush=True)
+        return 2
     except Exception as exc:
         if disk_full(exc):  # the parent says it once for every slot; no traceback here
             return DISK_FULL
