@@ -81,7 +81,7 @@ def load(spec_path: str, storage: str | None = None, study: str | None = None) -
     from hpsearch.reading.results import load_study
     from hpsearch.spec.loader import load_spec
 
-    overrides = [f"{k}={v}" for k, v in (("storage", storage), ("study", study)) if v is not None]
+    overrides = [f"{k}={v}" for k, v in (("storage.url", storage), ("study", study)) if v is not None]
     spec = load_spec(spec_path, overrides, check_objective=False)
     opened = load_study(spec)
     rows: list[dict[str, Any]] = []

@@ -80,7 +80,7 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
 
 def spec_overrides(args: argparse.Namespace) -> list[str]:
     flags = {
-        "storage": "storage",
+        "storage": "storage.url",
         "study": "study",
         "output": "output",
         "trials": "budget.trials",

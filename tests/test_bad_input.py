@@ -123,6 +123,18 @@ def test_bad_flag(flags: list[str], fragment: str, workdir, capsys):
     assert "secret" not in out + err, line
 
 
+@pytest.mark.parametrize("case", ["outage_negative", "outage_string", "outage_boolean", "storage_a_number"])
+def test_validate_refuses_a_bad_outage_limit(case: str, workdir, capsys):
+    code, _, err = run_main(["validate", f"bad_specs/{case}.yaml"], capsys)
+    assert_one_line(code, err, expected(ROOT / "tests" / "bad_specs" / f"{case}.yaml"), workdir)
+
+
+def test_a_bad_outage_limit_in_the_environment(workdir, capsys, monkeypatch):
+    monkeypatch.setenv("HPSEARCH_OUTAGE_S", "-1")
+    code, _, err = run_main(["run", "bad_specs/good.yaml"], capsys)
+    assert_one_line(code, err, "HPSEARCH_OUTAGE_S='-1': expected a number of seconds >= 0", workdir)
+
+
 def test_spec_that_does_not_exist_or_is_a_folder(workdir, capsys):
     assert_one_line(*run_main(["run", "nope.yaml"], capsys)[::2], "nope.yaml: no such file", workdir)
     assert_one_line(*run_main(["validate", "bad_specs"], capsys)[::2], "bad_specs: no such file", workdir)

@@ -1,7 +1,8 @@
 """Database outages on a real PostgreSQL server (tests/pgserver.py), with real restarts: workers
 ride out a restart and a 4 s stop with one line each and no trial failed or run twice; past
-HPSEARCH_OUTAGE_S a worker stops with one line and its trial is retried first by the next one.
-Heartbeats are 1 s with a 3 s grace, shorter than the outage: no false "dead" verdicts either."""
+storage.outage_s a worker (or a run with slots) stops with one line, and the next process fails
+its trials with a reason that names the storage and retries their configs first. Heartbeats are
+1 s with a 3 s grace, shorter than the outage: no false "dead" verdicts either."""
 
 from __future__ import annotations
 
@@ -15,25 +16,27 @@ from pathlib import Path
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from hpsearch.cli import main
+from hpsearch.study.storage import redact
 from tests.conftest import ROOT, TOY, cli
 from tests.pgserver import PASSWORD
 
 FAST_HEARTBEAT = {"HPSEARCH_HEARTBEAT_S": "1", "HPSEARCH_GRACE_S": "3", "PYTHONUNBUFFERED": "1"}
 
 
-def write(tmp_path: Path, trials: int, epochs: int) -> tuple[Path, str]:
+def write(tmp_path: Path, trials: int, epochs: int, extra: str = "") -> tuple[Path, str]:
     study = f"outage-{uuid.uuid4().hex[:8]}"
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         f"study: {study}\nobjective: {TOY}:objective\noutput: {tmp_path / 'runs'}\nbudget: {{trials: {trials}}}\n"
-        f"pruner: none\nfixed: {{epochs: {epochs}, sleep: 0.25}}\nspace: {{lr: {{float: [1.0e-4, 1.0], log: true}}}}\n"
+        f"pruner: none\nfixed: {{epochs: {epochs}, sleep: 0.25}}\nspace: {{lr: {{float: [1.0e-4, 1.0], log: true}}}}\n{extra}"
     )
     return spec, study
 
 
-def worker(spec: Path, url: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+def worker(spec: Path, url: str, env: dict[str, str] | None = None, command: tuple[str, ...] = ("worker",)) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "hpsearch.cli", "worker", str(spec), "--storage", url, "--quiet"],
+        [sys.executable, "-m", "hpsearch.cli", *command, str(spec), "--storage", url, "--quiet"],
         cwd=ROOT,
         env={**os.environ, **FAST_HEARTBEAT, **(env or {})},
         stdout=subprocess.PIPE,
@@ -49,10 +52,10 @@ def trials(url: str, study: str) -> list[FrozenTrial]:
         return []
 
 
-def wait_mid_trial(url: str, study: str, procs: list[subprocess.Popen]) -> None:
-    """Until a trial has reported an epoch: the outage then surely hits a trial mid-way."""
+def wait_mid_trial(url: str, study: str, procs: list[subprocess.Popen], running: int = 1) -> None:
+    """Until ``running`` trials have reported an epoch: the outage then surely hits them mid-way."""
     end = time.monotonic() + 120
-    while not any(t.state == TrialState.RUNNING and t.intermediate_values for t in trials(url, study)):
+    while sum(t.state == TrialState.RUNNING and bool(t.intermediate_values) for t in trials(url, study)) < running:
         assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
         assert time.monotonic() < end, "no trial started"
         time.sleep(0.2)
@@ -82,8 +85,9 @@ def test_workers_ride_out_a_restart_and_a_4_s_stop_with_nothing_failed_or_run_tw
 
 
 def test_past_the_outage_limit_a_worker_stops_in_one_line_and_its_trial_is_retried_first(pg_server, tmp_path):
-    spec, study = write(tmp_path, trials=2, epochs=12)
-    proc = worker(spec, pg_server.url, {"HPSEARCH_OUTAGE_S": "2"})
+    # the limit from the spec; --storage sets storage.url and keeps it
+    spec, study = write(tmp_path, trials=2, epochs=12, extra="storage: {outage_s: 2}\n")
+    proc = worker(spec, pg_server.url)
     wait_mid_trial(pg_server.url, study, [proc])
     (cut,) = [t for t in trials(pg_server.url, study) if t.state == TrialState.RUNNING]
     pg_server.stop()
@@ -94,14 +98,50 @@ def test_past_the_outage_limit_a_worker_stops_in_one_line_and_its_trial_is_retri
     assert proc.returncode == 2, out
     assert "Traceback" not in out and PASSWORD not in out
     (error,) = [line for line in out.splitlines() if line.startswith("error:")]
-    assert "unreachable for 2 s (HPSEARCH_OUTAGE_S)" in error and "u:***@127.0.0.1" in error
+    assert "unreachable for 2 s (storage.outage_s)" in error and "u:***@127.0.0.1" in error
     assert "invalid data" not in out
 
     again = cli("worker", str(spec), "--storage", pg_server.url, "--quiet", env=FAST_HEARTBEAT)
     assert again.returncode == 0, again.stdout + again.stderr
     assert PASSWORD not in again.stdout + again.stderr
     done = trials(pg_server.url, study)
-    assert done[cut.number].state == TrialState.FAIL and "process died" in done[cut.number].user_attrs["reason"]
+    assert done[cut.number].state == TrialState.FAIL
+    assert done[cut.number].user_attrs["reason"] == f"failed: storage unreachable for 2 s ({redact(pg_server.url)})"
     (retry,) = [t for t in done if t.user_attrs.get("retry_of") == cut.number]
+    assert retry.number == cut.number + 1  # queued before the next worker claimed anything: its first trial
     assert retry.params == cut.params and retry.state == TrialState.COMPLETE
     assert len([t for t in done if t.state == TrialState.COMPLETE]) == 2
+
+
+def test_past_the_outage_limit_a_run_with_slots_leaves_the_storage_as_its_trials_reason(pg_server, tmp_path):
+    spec, study = write(tmp_path, trials=4, epochs=12, extra="storage: {outage_s: 2}\nresources: {workers: 2}\n")
+    proc = worker(spec, pg_server.url, command=("run",))
+    wait_mid_trial(pg_server.url, study, [proc], running=2)  # both slots mid-trial
+    cut = [t for t in trials(pg_server.url, study) if t.state == TrialState.RUNNING]
+    pg_server.stop()
+    try:
+        out = proc.communicate(timeout=120)[0]
+    finally:
+        pg_server.start()
+    assert proc.returncode == 2, out
+    assert "Traceback" not in out and PASSWORD not in out
+    assert "unreachable for 2 s (storage.outage_s)" in out.strip().splitlines()[-1], out
+
+    again = cli("worker", str(spec), "--storage", pg_server.url, "--quiet", env=FAST_HEARTBEAT)
+    assert again.returncode == 0, again.stdout + again.stderr
+    done = trials(pg_server.url, study)
+    for t in cut:  # the slots' trials: failed for the storage, not "process died", and their configs ran again
+        assert done[t.number].user_attrs["reason"] == f"failed: storage unreachable for 2 s ({redact(pg_server.url)})"
+        (retry,) = [r for r in done if r.user_attrs.get("retry_of") == t.number]
+        assert retry.params == t.params and retry.state == TrialState.COMPLETE
+    assert len([t for t in done if t.state == TrialState.COMPLETE]) == 4
+
+
+def test_validate_names_the_outage_limit_and_the_environment_overrides_the_spec(tmp_path, monkeypatch, capsys):
+    spec, _ = write(tmp_path, trials=2, epochs=1, extra="storage: {url: 'postgresql://u:pw@db-host/hp', outage_s: 30}\n")
+    monkeypatch.delenv("HPSEARCH_OUTAGE_S", raising=False)
+    assert main(["validate", str(spec), "--samples", "1"]) == 0
+    assert "storage postgresql://u:***@db-host/hp (outages ridden out for up to 30 s: storage.outage_s)" in capsys.readouterr().out
+    monkeypatch.setenv("HPSEARCH_OUTAGE_S", "600")  # an operator's override, for the whole fleet
+    assert main(["validate", str(spec), "--samples", "1"]) == 0
+    assert "(outages ridden out for up to 600 s: HPSEARCH_OUTAGE_S)" in capsys.readouterr().out

@@ -16,7 +16,12 @@ class SpecError(UserError):
 
 
 class StorageUnreachable(BaseException):
-    """The storage stayed unreachable longer than HPSEARCH_OUTAGE_S. A BaseException, like
-    KeyboardInterrupt, so that no ``except Exception`` on the way (the objective's wrapper, a
-    trial's failure record) turns it into a failed trial: the process stops with one line and its
-    running trial stays RUNNING, for the next process to retry first ("process died")."""
+    """The storage stayed unreachable past its outage limit (storage.outage_s, HPSEARCH_OUTAGE_S). A
+    BaseException, like KeyboardInterrupt, so that no ``except Exception`` on the way (the
+    objective's wrapper, a trial's failure record) turns it into a failed trial: the process stops
+    with one line and its running trial stays RUNNING, for the next process to fail with
+    ``reason`` (liveness.note_stopped) and retry first."""
+
+    def __init__(self, message: str, reason: str):
+        super().__init__(message)
+        self.reason = reason  # what the trials this process leaves RUNNING are failed with

@@ -33,6 +33,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.base.cores import cpu_cores
+from hpsearch.base.errors import StorageUnreachable
 from hpsearch.engine.devices import THREADS_ENV, in_process, slots_for, threads_notice
 from hpsearch.engine.slots import (
     DISK_FULL,
@@ -55,6 +56,7 @@ from hpsearch.study.liveness import (
     check,
     fail_trials_of,
     intervals,
+    note_stopped,
     settle,
     stamp,
     worker_name,
@@ -62,7 +64,7 @@ from hpsearch.study.liveness import (
 from hpsearch.study.open import open_study
 from hpsearch.study.progress import Progress
 from hpsearch.study.reruns import RERUN_CONFIG, is_reruns, nothing_left
-from hpsearch.study.storage import disk_full, frozen, open_storage
+from hpsearch.study.storage import disk_full, frozen, open_storage, outage_limit
 from hpsearch.study.summary import Summary, announce, record, refresh, summary, trial_value_text
 from hpsearch.trial.reporter import PruneHook, Reporter, ResumeHook
 from hpsearch.trial.run import FAILED, PRUNED, run_trial
@@ -93,7 +95,8 @@ class TrialFailed(Exception):
 def run(spec: Spec, quiet: bool = False, seed_salt: int = 0) -> Summary:
     """``hpsearch run`` / ``hpsearch worker``: work on the study with this machine's slots, in this
     process when there is one slot."""
-    intervals()  # a bad HPSEARCH_HEARTBEAT_S / HPSEARCH_GRACE_S is one line before anything is written
+    intervals()  # a bad HPSEARCH_HEARTBEAT_S / HPSEARCH_GRACE_S / HPSEARCH_OUTAGE_S is one line before anything is written
+    outage_limit()
     slots = slots_for(spec.resources)
     if in_process(slots, spec.resources):
         spec._threads_cap = slots[0].threads  # a fixed.threads above this process's cores is lowered, as in a slot
@@ -146,13 +149,14 @@ def work(
     stop = stop or threading.Event()
     objective = load_objective(spec.objective, spec.base_dir)
     apply_threads()
-    storage = open_storage(spec.storage_url, patient=patient)  # before the lock writes beside it: a bad URL is one line, nothing written
-    lock = ClaimLock(spec.storage_url, spec.study)
+    outage_s = spec.storage.outage_s
+    storage = open_storage(spec.storage_url, patient=patient, outage_s=outage_s)  # before the lock writes beside it: a bad URL is one line
+    lock = ClaimLock(spec.storage_url, spec.study, outage_s)
     with lock.held():  # creating the study under the lock enqueues warm starts once
         study = open_study(spec, seed_salt=seed_salt, storage=storage)
     spec.study_dir.mkdir(parents=True, exist_ok=True)
     progress = Progress(spec.study, spec.budget.trials, quiet=quiet)
-    observer = Observer()
+    observer = Observer(study_dir=spec.study_dir)
     if announce_lines:
         settle(study, observer, progress.print)  # a killed earlier run's trial: failed with a reason, its config next
     refresh(progress, study, spec)
@@ -202,6 +206,9 @@ def work(
             if trial is not None:
                 bury(study, [Dead(frozen(study, trial), "interrupted")])
             fail_trials_of(study, worker_name(), "interrupted", retry_them=True)
+            raise
+        except StorageUnreachable as exc:  # nothing can be written now: the next process fails the trial with this reason
+            note_stopped(spec.study_dir, [os.getpid()], exc.reason)
             raise
         except Exception as exc:
             if trial is not None and disk_full(exc):  # end it if one more write fits; else the next run fails it at once
@@ -362,6 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         )
     except KeyboardInterrupt:
         return 130
+    except StorageUnreachable as exc:  # one line for the parent to relay and record, no traceback
+        print(f"error: {exc}", flush=True)
+        return 2
     except Exception as exc:
         if disk_full(exc):  # the parent says it once for every slot; no traceback here
             return DISK_FULL

@@ -27,12 +27,12 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.base.cores import cpu_cores
-from hpsearch.base.errors import SpecError
+from hpsearch.base.errors import SpecError, StorageUnreachable
 from hpsearch.engine.devices import FAKE_GPUS_ENV, THREADS_ENV, Slot, gpu_memory, passive_waits, threads_notice, visible_gpus
 from hpsearch.engine.packing import Packer
 from hpsearch.study.claim import ClaimLock
 from hpsearch.study.counts import CLAIMED, completed_at, failures_in_a_row, finished_count, own_counts, reason
-from hpsearch.study.liveness import WORKER, fail_trials_of, worker_name
+from hpsearch.study.liveness import WORKER, fail_trials_of, note_stopped, worker_name
 from hpsearch.study.open import open_study
 from hpsearch.study.progress import Progress
 from hpsearch.study.summary import Summary, announce, refresh, summary, trial_value_text
@@ -157,7 +157,7 @@ class Pool:
 def run_slots(spec: Spec, slots: list[Slot], command: list[str], quiet: bool = False) -> Summary:
     """Start ``command`` once per slot and keep the slots going until the study's budget is spent."""
     packer, packing_note = packer_for(spec, slots)  # before anything is written: a bad fake probe is one line
-    lock = ClaimLock(spec.storage_url, spec.study)
+    lock = ClaimLock(spec.storage_url, spec.study, spec.storage.outage_s)
     with lock.held():  # creating the study under the lock enqueues warm starts once
         study = open_study(spec)
     spec.study_dir.mkdir(parents=True, exist_ok=True)
@@ -187,6 +187,9 @@ def run_slots(spec: Spec, slots: list[Slot], command: list[str], quiet: bool = F
             pool.signal_all(signal.SIGTERM)  # slots mark their running trials "interrupted" and queue them again
             pool.wait_all(timeout=STOP_WAIT_S)  # then SIGKILL: the parent buries what they left RUNNING
             watch.bury(pool.ended(), "interrupted")
+            raise
+        except StorageUnreachable as exc:  # the slots are stopped below with their trials RUNNING: note why
+            note_stopped(spec.study_dir, [e.pid for e in pool.live.values()], exc.reason)
             raise
         finally:
             pool.signal_all(signal.SIGTERM)

@@ -145,6 +145,14 @@ class WarmStart(Section):
     configs: list[dict[str, Any]] = []  # configs evaluated first (they count toward the budget)
 
 
+class StorageSpec(Section):
+    """``storage:`` as a mapping; a plain URL is the ``url`` alone."""
+
+    url: str | None = None  # default sqlite:///<output>/<study>/study.db; postgresql://USER:PW@HOST/DB for many machines
+    # seconds a process waits out an unreachable PostgreSQL server before it stops; HPSEARCH_OUTAGE_S, when set, overrides it
+    outage_s: float = Field(120.0, ge=0, allow_inf_nan=False)
+
+
 class RaySpec(Section):
     address: str | None = None  # "auto" or HOST:PORT joins a running cluster; unset starts a local one
     scheduler: SchedulerName = "asha"  # grace: pruner.warmup_epochs, rate: pruner.reduction_factor
@@ -159,7 +167,7 @@ class Spec(Section):
     budget: Budget = Budget()
     sampler: SamplerSpec = SamplerSpec()
     pruner: PrunerSpec = PrunerSpec()
-    storage: str | None = None
+    storage: StorageSpec = StorageSpec()  # a URL, or {url: URL, outage_s: SECONDS}
     output: str = "runs"
     backend: BackendName = "optuna"
     resources: Resources = Resources()
@@ -194,6 +202,15 @@ class Spec(Section):
     def _shorthand(cls, value: Any) -> Any:
         return {"name": value} if isinstance(value, str) else value
 
+    @field_validator("storage", mode="before")
+    @classmethod
+    def _url_alone(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return {"url": value}
+        if not isinstance(value, dict):
+            raise ValueError(f"must be a URL or a mapping {{url: URL, outage_s: SECONDS}}, got {value!r}")
+        return value
+
     @field_validator("warm_start", mode="before")
     @classmethod
     def _config_list(cls, value: Any) -> Any:
@@ -216,12 +233,13 @@ class Spec(Section):
 
     @property
     def storage_url(self) -> str:
-        if self.storage is None:
+        url = self.storage.url
+        if url is None:
             return f"sqlite:///{self.study_dir / 'study.db'}"
-        path = self.storage.removeprefix("sqlite:///") if self.storage.startswith("sqlite:///") else None
+        path = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else None
         if path and not Path(path).is_absolute():
             return f"sqlite:///{os.path.normpath(self.base_dir / path)}"
-        return self.storage
+        return url
 
     @property
     def warm_until(self) -> int:
@@ -244,8 +262,8 @@ class Spec(Section):
         if source.study is None:
             return None
         if source.storage is not None:
-            return self.model_copy(update={"storage": source.storage}).storage_url
-        if self.storage is not None:
+            return self.model_copy(update={"storage": StorageSpec(url=source.storage)}).storage_url
+        if self.storage.url is not None:
             return self.storage_url
         return f"sqlite:///{Path(os.path.normpath(self.base_dir / self.output)) / source.study / 'study.db'}"
 
@@ -274,6 +292,8 @@ def load_spec(path: str | Path, overrides: list[str] | tuple[str, ...] = (), che
     the dataset now, so that a failure is one line instead of a failed trial per config)."""
     where = str(path)
     raw = read_yaml(where)
+    if isinstance(raw.get("storage"), str):  # `storage: URL` is {url: URL}, so --storage and --set storage.outage_s=S edit one key
+        raw["storage"] = {"url": raw["storage"]}
     raw = apply_overrides(raw, overrides, where)
     from_cwd(raw, {item.partition("=")[0].strip() for item in overrides})
     errors: list[str] = []
@@ -317,8 +337,13 @@ def from_cwd(raw: dict[str, Any], flagged: set[str]) -> None:
     if "output" in flagged and isinstance(raw.get("output"), str):
         raw["output"] = os.path.abspath(raw["output"])
     storage = raw.get("storage")
-    if "storage" in flagged and isinstance(storage, str) and storage.startswith("sqlite:///") and not storage.startswith("sqlite:////"):
-        raw["storage"] = "sqlite:///" + os.path.abspath(storage.removeprefix("sqlite:///"))
+    url = storage.get("url") if isinstance(storage, dict) else storage
+    if flagged & {"storage", "storage.url"} and isinstance(url, str) and url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        url = "sqlite:///" + os.path.abspath(url.removeprefix("sqlite:///"))
+        if isinstance(storage, dict):
+            storage["url"] = url
+        else:
+            raw["storage"] = url
     objective = raw.get("objective")
     if "objective" in flagged and isinstance(objective, str):
         module, sep, fn = objective.rpartition(":")

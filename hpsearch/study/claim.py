@@ -24,8 +24,9 @@ if TYPE_CHECKING:
 class ClaimLock:
     """Makes "count the claimed trials, then create one" atomic across every process on a study."""
 
-    def __init__(self, url: str, study: str):
+    def __init__(self, url: str, study: str, outage_s: float | None = None):
         self.url, self.study = url, study
+        self.outage_s = outage_s  # the spec's storage.outage_s (storage.ride_out)
         self.path = sqlite_path(url)
         self.dialect = url.split(":", 1)[0].split("+", 1)[0]
         if self.path is None and self.dialect not in ("postgresql", "postgres"):
@@ -70,7 +71,7 @@ class ClaimLock:
         if self._engine is None:
             self._engine = sqlalchemy.create_engine(engine_url(self.url), pool_size=1, pool_pre_ping=True)
         try:
-            conn = ride_out(self._locked, redact(self.url))  # a server restart: wait for it (HPSEARCH_OUTAGE_S)
+            conn = ride_out(self._locked, redact(self.url), self.outage_s)  # a server restart: wait for it
         except sqlalchemy.exc.SQLAlchemyError as exc:
             raise cannot_open(self.url, exc) from None
         try:

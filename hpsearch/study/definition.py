@@ -119,7 +119,7 @@ def adopt_definition(spec: Spec) -> list[str]:
     """``--resume-anyway``: make the spec's definition the stored study's, keeping the old one in
     ``definition_history``; return what changed. Directions still cannot change (Optuna fixes them)."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    storage = open_storage(spec.storage_url)
+    storage = open_storage(spec.storage_url, outage_s=spec.storage.outage_s)
     existing = {s.study_name: s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     old = existing.get(spec.study)
     if old is None:

@@ -10,17 +10,21 @@ A counter, not a timestamp, so neither clock skew between machines nor a databas
 whole-second ``CURRENT_TIMESTAMP`` can hide or fake a beat.
 
 A dead trial is failed with a reason and its config queued again (``MAX_RETRY`` times at most);
-Optuna hands WAITING trials out first, so the retry is the next trial any worker claims.
+Optuna hands WAITING trials out first, so the retry is the next trial any worker claims. The
+reason is "process died", or what the process noted beside the study when it stopped without
+reaching the storage (``note_stopped``: an outage past its limit).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +65,7 @@ BEAT = "hpsearch:beat"  # system attribute: how many times the trial's process h
 PROCESS = "hpsearch:process"  # system attribute: the identity below
 WORKER = "worker"  # user attribute "host:pid", shown in tables and the dashboard
 UNWATCHED = "hpsearch:unwatched"  # system attribute: another engine (Ray) keeps this trial alive; not ours to judge
+STOPPED = "stopped"  # folder in <output>/<study>/: one note per process that stopped with trials it could not end
 
 
 # ---------------------------------------------------------------------------- who runs a trial
@@ -119,6 +124,35 @@ def stamp(study: optuna.Study, trial: optuna.Trial | FrozenTrial, extra: dict[st
     set_attrs(study, trial, user={WORKER: worker_name(), **(extra or {})}, system={PROCESS: identity(), BEAT: 0})
 
 
+def note_stopped(study_dir: Path, pids: Iterable[int], reason: str) -> None:
+    """Processes (this one, its slots) that stop while the storage cannot be reached leave the reason
+    their RUNNING trials should fail with, for the process that later finds them dead (``stop_note``)."""
+    with contextlib.suppress(OSError):  # a note is a better reason, never a reason to fail
+        (study_dir / STOPPED).mkdir(parents=True, exist_ok=True)
+        for pid in pids:
+            who = identity(pid)
+            _note_path(study_dir, who).write_text(json.dumps({"process": who, "reason": reason}))
+
+
+def stop_note(study_dir: Path | None, who: Any) -> str | None:
+    """The reason the process ``who`` (a trial's PROCESS) noted when it stopped, if it noted one."""
+    if study_dir is None or not isinstance(who, dict):
+        return None
+    try:
+        note = json.loads(_note_path(study_dir, who).read_text())
+    except (OSError, ValueError):
+        return None
+    # the same host, boot, pid and start time: not another process that got the pid later
+    if isinstance(note, dict) and note.get("process") == who and isinstance(note.get("reason"), str):
+        return str(note["reason"])
+    return None
+
+
+def _note_path(study_dir: Path, who: dict[str, Any]) -> Path:
+    name = re.sub(r"[^\w.-]", "_", f"{who.get('host')}-{who.get('pid')}")
+    return study_dir / STOPPED / f"{name}.json"
+
+
 class Heartbeat:
     """Raises the trial's beat counter every heartbeat interval while the trial runs, so others can tell it lives."""
 
@@ -133,7 +167,7 @@ class Heartbeat:
     def _beat(self) -> None:
         while not self.done.wait(self.interval):
             self.count += 1
-            # a storage hiccup must not end the trial; past HPSEARCH_OUTAGE_S the trial's own next write says so
+            # a storage hiccup must not end the trial; past the outage limit the trial's own next write says so
             with contextlib.suppress(Exception, StorageUnreachable):
                 self.storage.set_trial_system_attr(self.trial_id, BEAT, self.count)
 
@@ -159,6 +193,7 @@ class Observer:
     clock: Callable[[], float] = time.monotonic
     seen: dict[int, tuple[Any, float]] = field(default_factory=dict)  # trial number -> (beat, when this process first saw it)
     outage_seen: float = 0.0  # OUTAGE.recovered when this observer last looked
+    study_dir: Path | None = None  # where processes that stopped in an outage left their reason (note_stopped)
 
     def judge(self, running: list[FrozenTrial]) -> tuple[list[Dead], list[FrozenTrial]]:
         """(dead trials with their reason, trials not decided yet). Alive trials are in neither list."""
@@ -176,7 +211,7 @@ class Observer:
             who = t.system_attrs.get(PROCESS)
             verdict = local_verdict(who)
             if verdict is False and isinstance(who, dict):  # local_verdict says False only for a local identity
-                dead.append(Dead(t, f"failed: process died (pid {who['pid']} on {HOST} is gone)"))
+                dead.append(Dead(t, stop_note(self.study_dir, who) or f"failed: process died (pid {who['pid']} on {HOST} is gone)"))
                 continue
             beat = t.system_attrs.get(BEAT)
             first = self.seen.get(t.number)
@@ -186,7 +221,7 @@ class Observer:
                     undecided.append(t)  # alive only once this process sees the beat move
             elif verdict is None:
                 if now - first[1] >= self.grace:
-                    dead.append(Dead(t, f"failed: process died (no heartbeat for {self.grace:g} s)"))
+                    dead.append(Dead(t, stop_note(self.study_dir, who) or f"failed: process died (no heartbeat for {self.grace:g} s)"))
                 else:
                     undecided.append(t)
         running_numbers = {t.number for t in running}

@@ -39,7 +39,7 @@ def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.St
     ``seed_salt`` tells processes sharing one study apart: with the same seed they would all
     draw the same random start-up configs."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    storage = storage or open_storage(spec.storage_url)
+    storage = storage or open_storage(spec.storage_url, outage_s=spec.storage.outage_s)
     existing = {s.study_name: s for s in optuna.get_all_study_summaries(storage, include_best_trial=False)}
     old = existing.get(spec.study)
     new = definition(spec)

@@ -50,7 +50,7 @@ def derived_study(spec: Spec, source: optuna.Study, suffix: str, kind: str) -> o
     """The re-run study beside ``source`` (created once), labelled so readers, the dashboard and workers know it."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.create_study(
-        storage=open_storage(spec.storage_url),
+        storage=open_storage(spec.storage_url, outage_s=spec.storage.outage_s),
         study_name=source.study_name + suffix,
         directions=source.directions,
         load_if_exists=True,
@@ -141,7 +141,7 @@ def joined(spec: Spec) -> Spec:
     """``hpsearch worker SPEC --study NAME-promote``: a re-run study is worked as promote/audit work it
     (no pruner, its queued runs only); any other study is returned unchanged."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    storage = open_storage(spec.storage_url)
+    storage = open_storage(spec.storage_url, outage_s=spec.storage.outage_s)
     if spec.study not in optuna.get_all_study_names(storage):
         return spec
     study = optuna.load_study(study_name=spec.study, storage=storage)

@@ -78,12 +78,14 @@ def _why_not_writable(path: Path) -> str:
     return "" if os.access(folder, os.W_OK) else f" (this user may not write {folder})"
 
 
-def open_storage(url: str, create: bool = True, read_only: bool = False, patient: bool = False) -> Storage:
+def open_storage(url: str, create: bool = True, read_only: bool = False, patient: bool = False, outage_s: float | None = None) -> Storage:
     """An Optuna RDBStorage; SQLite files use WAL and a long busy timeout so processes can share one.
 
     ``patient``: ride out an outage while connecting (``ride_out``), for a process started on a
     storage another process already reached; otherwise a server that cannot be reached is one line
     at once (a wrong host or port should not wait two minutes).
+
+    ``outage_s``: the spec's ``storage.outage_s``, how long every call rides out an outage (``outage_limit``).
 
     ``read_only``: a SQLite file the user may not write (best, trials, report): opened with
     ``mode=ro``, no journal change, no tables created (``read_only_url``)."""
@@ -115,10 +117,13 @@ def open_storage(url: str, create: bool = True, read_only: bool = False, patient
             # an empty database: Optuna's own error would be "An exception is raised during the commit"
             raise UserError(f"storage {redact(url)}: no study has been run in this database yet (it holds no Optuna tables)")
         if patient and path is None:  # a storage known to exist (a slot's parent opened it): an outage now is waited out
-            return ride_out(lambda: _create(engine_url(url), engine_kwargs, sqlite=False, read_only=read_only), redact(url))
-        return _create(engine_url(url), engine_kwargs, sqlite=path is not None, read_only=read_only)
+            storage = ride_out(lambda: _create(engine_url(url), engine_kwargs, sqlite=False, read_only=read_only), redact(url), outage_s)
+        else:
+            storage = _create(engine_url(url), engine_kwargs, sqlite=path is not None, read_only=read_only)
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, ImportError, ValueError, sqlite3.Error) as exc:
         raise cannot_open(url, exc) from None
+    storage.outage_s = outage_s
+    return storage
 
 
 def read_only_url(path: Path) -> str:
@@ -202,16 +207,23 @@ def _lost_creation_race(exc: Any, sqlite: bool) -> bool:
 # ---------------------------------------------------------------------------- riding out an outage
 
 
-def outage_limit() -> float:
-    """Seconds a process rides out an unreachable storage (HPSEARCH_OUTAGE_S, default 120)."""
-    text = os.environ.get("HPSEARCH_OUTAGE_S", "").strip()
+OUTAGE_ENV = "HPSEARCH_OUTAGE_S"
+DEFAULT_OUTAGE_S = 120.0
+
+
+def outage_limit(spec_s: float | None = None) -> tuple[float, str]:
+    """(seconds, where they come from) a process rides out an unreachable storage: HPSEARCH_OUTAGE_S
+    when set (an operator's override for a whole fleet), else the spec's ``storage.outage_s``, else 120."""
+    text = os.environ.get(OUTAGE_ENV, "").strip()
+    if not text:
+        return (DEFAULT_OUTAGE_S if spec_s is None else spec_s), "storage.outage_s"
     try:
-        value = float(text) if text else 120.0
+        value = float(text)
     except ValueError:
         value = -1.0
-    if not value >= 0:
-        raise UserError(f"HPSEARCH_OUTAGE_S={text!r}: expected a number of seconds >= 0")
-    return value
+    if not 0 <= value < float("inf"):
+        raise UserError(f"{OUTAGE_ENV}={text!r}: expected a number of seconds >= 0")
+    return value, OUTAGE_ENV
 
 
 class Outage:
@@ -251,12 +263,12 @@ def unreachable(exc: BaseException) -> bool:
     return isinstance(cause, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError)
 
 
-def ride_out(call: Callable[[], T], where: str) -> T:
+def ride_out(call: Callable[[], T], where: str, spec_s: float | None = None) -> T:
     """``call()``, retried with backoff (0.5 s doubling to 5 s) while the server at ``where`` (a
-    URL without its password) is unreachable, up to HPSEARCH_OUTAGE_S; then StorageUnreachable."""
+    URL without its password) is unreachable, up to ``outage_limit(spec_s)``; then StorageUnreachable."""
     if getattr(_retrying, "on", False):  # an outer call already retries: do not multiply the wait
         return call()
-    limit, started, delay = outage_limit(), None, 0.5
+    (limit, source), started, delay = outage_limit(spec_s), None, 0.5
     _retrying.on = True
     try:
         while True:
@@ -269,7 +281,10 @@ def ride_out(call: Callable[[], T], where: str) -> T:
                 waited = time.monotonic() - started
                 if waited >= limit:
                     first = (str(exc.__cause__ or exc).strip().splitlines() or [type(exc).__name__])[0]
-                    raise StorageUnreachable(f"storage {where} unreachable for {limit:g} s (HPSEARCH_OUTAGE_S): {redact(first)}") from None
+                    raise StorageUnreachable(
+                        f"storage {where} unreachable for {limit:g} s ({source}): {redact(first)}",
+                        reason=f"failed: storage unreachable for {limit:g} s ({where})",
+                    ) from None
                 OUTAGE.begin(limit)
                 time.sleep(min(delay, limit - waited))
                 delay = min(delay * 2, 5.0)
@@ -289,7 +304,7 @@ def riding_out(method: F) -> F:
     def wrapper(self: Storage, *args: Any, **kwargs: Any) -> Any:
         if self.engine.name == "sqlite":
             return method(self, *args, **kwargs)
-        return ride_out(lambda: method(self, *args, **kwargs), self.engine.url.render_as_string(hide_password=True))
+        return ride_out(lambda: method(self, *args, **kwargs), self.engine.url.render_as_string(hide_password=True), self.outage_s)
 
     return wrapper  # type: ignore[return-value]
 
@@ -304,6 +319,8 @@ class Storage(optuna.storages.RDBStorage):
     This module is the one place that uses Optuna's private names (its RDB models, a study's
     storage and ids, a trial's id): everything else goes through the functions below.
     """
+
+    outage_s: float | None = None  # the spec's storage.outage_s (ride_out); None: HPSEARCH_OUTAGE_S or 120
 
     def set_trial_attrs(self, trial_id: int, user: dict[str, Any] | None = None, system: dict[str, Any] | None = None) -> None:
         """Several attributes in one commit, where Optuna's per-key call makes a commit per key:

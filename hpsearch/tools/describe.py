@@ -13,7 +13,7 @@ from hpsearch.spec.command import describe
 from hpsearch.spec.loader import Spec
 from hpsearch.spec.objective import load_objective
 from hpsearch.spec.space import Choice, Const, Float, Int, Param, Space
-from hpsearch.study.storage import redact
+from hpsearch.study.storage import outage_limit, redact, sqlite_path
 
 SHOWN = 3  # sampled configs printed; the rest are only checked
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.])")  # 3, 0.25, 1e-05; not the 18 of resnet18
@@ -98,6 +98,14 @@ def validate_spec(spec: Spec, samples: int = 20) -> str:
     return describe_spec(spec, configs[:SHOWN], check)
 
 
+def outage_text(spec: Spec) -> str:
+    """How long a server storage's outage is ridden out (a SQLite file has none)."""
+    if sqlite_path(spec.storage_url) is not None:
+        return ""
+    limit, source = outage_limit(spec.storage.outage_s)
+    return f" (outages ridden out for up to {limit:g} s: {source})"
+
+
 def describe_spec(spec: Spec, configs: list[dict[str, Any]] | int = SHOWN, check: Check | None = None) -> str:
     from hpsearch.spec.defaults import resolve
     from hpsearch.spec.registry import pruner_name, sampler_name
@@ -114,7 +122,7 @@ def describe_spec(spec: Spec, configs: list[dict[str, Any]] | int = SHOWN, check
         f"study {spec.study}: objective {describe(spec.objective)}; metric {metrics}",
         f"budget {budget}; sampler {sampler_name(spec)}; pruner {pruner_name(spec)}; backend {spec.backend}",
         *(f"default {r.key}: {r.value} ({r.why})" for r in resolve(spec) if r.why != "set in the spec"),
-        f"storage {redact(spec.storage_url)}; output {spec.study_dir}",
+        f"storage {redact(spec.storage_url)}{outage_text(spec)}; output {spec.study_dir}",
         f"fixed: {spec.fixed}",
         "space:",
         *describe_space(spec.tree),

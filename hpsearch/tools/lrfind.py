@@ -25,6 +25,7 @@ steps and never more than one trial's training steps.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -437,10 +438,17 @@ def _moved(spec: Spec, root: yaml.MappingNode, text: str, out: Path) -> list[tup
         edits.append((len(text), len(text), f"{newline}output: {output}  {note}\n"))
     elif not os.path.isabs(str(top["output"].value)):
         edits.append(_replace_line_value(text, top["output"], f"{output}  {note}"))
-    storage = str(top["storage"].value) if "storage" in top else ""
-    if storage.startswith("sqlite:///") and not storage.startswith("sqlite:////"):
-        moved = _path_from(new_dir, old_dir / storage.removeprefix("sqlite:///"))
-        edits.append(_replace_line_value(text, top["storage"], f"sqlite:///{moved}  # lr-find: the database {spec.path} uses"))
+    node = top.get("storage")
+    inline = isinstance(node, yaml.MappingNode)  # storage: {url: URL, outage_s: S}: only the URL's own text changes
+    if isinstance(node, yaml.MappingNode):
+        node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == "url"), None)
+    storage = str(node.value) if isinstance(node, yaml.ScalarNode) else ""
+    if node is not None and storage.startswith("sqlite:///") and not storage.startswith("sqlite:////"):
+        moved = f"sqlite:///{_path_from(new_dir, old_dir / storage.removeprefix('sqlite:///'))}"
+        if inline:
+            edits.append((node.start_mark.index, node.end_mark.index, json.dumps(moved)))  # a JSON string is YAML
+        else:
+            edits.append(_replace_line_value(text, node, f"{moved}  # lr-find: the database {spec.path} uses"))
     return edits
 
 
