@@ -64,7 +64,10 @@ def plot(traces: dict[Any, Any], tasks: list[str], methods: list[str], budget: i
     for ax in list(axes.flat)[len(tasks) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
-    fig.suptitle(f"any-time median regret, 95 % bootstrap band, {len(seeds)} seeds (0 = optimum, 1 = median random config)", fontsize=10)
+    sep = "\n" if cols < 3 else " "  # one panel: the title on two lines, or it is cut
+    fig.suptitle(
+        f"any-time median regret, 95 % bootstrap band, {len(seeds)} seeds{sep}(0 = optimum, 1 = median random config)", fontsize=10
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -61,7 +61,10 @@ def optuna_search(task: Task, budget: int, seed: int, sampler: Any, pruner: Any,
     tree = parse_space(task.space, "space", [])
     clock = time.perf_counter
     t0 = clock()
-    study = study or optuna.create_study(direction=task.direction, sampler=sampler, pruner=pruner)
+    # a fixed name: Optuna's Hyperband pruner picks a trial's bracket from a hash of the study's
+    # name, and a nameless study gets a random one (runs before 2026-12-04 had that randomness)
+    name = f"{task.name}-{seed}"
+    study = study or optuna.create_study(study_name=name, direction=task.direction, sampler=sampler, pruner=pruner)
     trace, best, spent = Trace(), Incumbent(task), 0
     own = clock() - t0
     while spent < budget:

@@ -57,7 +57,9 @@ def pooled_paired(r: dict[str, Any], tasks: list[str], budget: int, a: str = "hp
     return {"win_rate": wins, "p": p, "n": len(x)}
 
 
-def goals(synthetic: dict[str, Any], table: dict[str, Any] | None, paired: dict[str, Any] | None) -> str:
+def goals(
+    synthetic: dict[str, Any], table: dict[str, Any] | None, paired: dict[str, Any] | None, paired_table: dict[str, Any] | None = None
+) -> str:
     out = ["| goal | measured | status |", "|---|---|---|"]
     for budget, need in ((72, 2.5), (288, 4.0)):
         got = {t: row(synthetic, t, budget, "hpsearch")["ert_speedup_vs_random"] or 0.0 for t in MFH}  # type: ignore[index]
@@ -86,6 +88,13 @@ def goals(synthetic: dict[str, Any], table: dict[str, Any] | None, paired: dict[
                 f"| beats Optuna's defaults in >= 60 % of paired seeds, p < 0.01, at {budget} epochs "
                 f"| per mfh task {min(rates):.0%}-{max(rates):.0%}; {wins} of 8 tasks | {'met' if wins >= 6 else 'not met'} |"
             )
+    for budget in (72, 288) if paired_table else ():
+        p = pooled_paired(paired_table, ["fashion_table"], budget)  # type: ignore[arg-type]
+        ok = p["win_rate"] >= 0.6 and p["p"] < 0.01
+        out.append(
+            f"| beats Optuna's defaults in >= 60 % of paired seeds, p < 0.01, at {budget} epochs (Tier B) "
+            f"| {p['win_rate']:.1%} of {p['n']}, Wilcoxon p {p['p']:.2g} | {'met' if ok else 'not met'} |"
+        )
     worse = []
     for t in ("mfh3_terrible", "mfh6_terrible"):
         for budget in synthetic["budgets"]:
@@ -167,11 +176,87 @@ def live_goal(live: dict[str, Any]) -> str:
     )
 
 
-def main(paths: list[str]) -> None:
-    named = classify([load(p) for p in paths])
+def summary(named: dict[str, dict[str, Any]], goal_lines: list[str]) -> dict[str, Any]:
+    """The status row of BENCHMARKS.md (bench/results/search_quality.json, read by run_all.py)."""
+    from bench.common import cpu_model
+
+    synthetic, table = named["synthetic"], named.get("table")
+    ert = {b: [row(synthetic, t, b, "hpsearch")["ert_speedup_vs_random"] or 0.0 for t in MFH] for b in (72, 288)}  # type: ignore[index]
+    opt = {b: [row(synthetic, t, b, "optuna_default")["ert_speedup_vs_random"] or 0.0 for t in MFH] for b in (72, 288)}  # type: ignore[index]
+    paired = named.get("paired_synthetic")
+    pooled = {b: pooled_paired(paired, MFH, b) for b in (72, 288)} if paired else {}
+    tier_b = {b: (row(table, "fashion_table", b, "hpsearch") or {}).get("ert_speedup_vs_random") for b in (72, 144, 288)} if table else {}
+    headline = (
+        f"hpsearch defaults reach random's final median {min(ert[72]):.1f}-{max(ert[72]):.1f}x faster at 72 epochs "
+        f"(Optuna's defaults {min(opt[72]):.1f}-{max(opt[72]):.1f}x), {min(ert[288]):.1f}-{max(ert[288]):.1f}x at 288; "
+        f"Tier B {min(v or 0 for v in tier_b.values()):.1f}-{max(v or 0 for v in tier_b.values()):.1f}x"
+        + (
+            f"; beat Optuna's defaults in {pooled[72]['win_rate']:.0%} / {pooled[288]['win_rate']:.0%} of "
+            f"{pooled[72]['n']} paired seeds (72 / 288 epochs)"
+            if pooled
+            else ""
+        )
+    )
+    met = [line for line in goal_lines if line.startswith("| ") and line.endswith("| met |")]
+    return {
+        "name": "search_quality",
+        "title": "Search quality (Tier A synthetic, Tier B table replay, Tier C live)",
+        "headline": headline,
+        "command": synthetic["command"].replace("python ", ".venv/bin/python ", 1).split(" --jobs")[0],
+        "date": __import__("datetime").datetime.now(__import__("datetime").UTC).isoformat(timespec="seconds"),
+        "duration_s": sum(r["wall_s"] for r in named.values()),
+        "machine": {"nproc": synthetic["jobs"], "cpu": synthetic.get("cpu") or cpu_model(), "gpu": None},
+        "smoke": False,
+        "goal": "ERT speed-up >= 2.5x at 72 and >= 4x at 288 epochs on 6 of 8 mfh tasks and Tier B; "
+        "beat Optuna's defaults in >= 60 % of paired seeds, p < 0.01",
+        "goal_met": len(met) == sum(line.startswith("| ") and not line.startswith("| goal") and "---" not in line for line in goal_lines),
+        "figures": {"tier_a_ert": ert, "optuna_ert": opt, "tier_b_ert": tier_b, "paired": pooled},
+        "table": {"columns": [], "rows": []},
+        "notes": ["tables and words: docs/benchmarks/search-quality.md; runs: " + ", ".join(sorted(named))],
+    }
+
+
+def detail(r: dict[str, Any], task: str, title: str) -> str:
+    """One task's rows in full: regret, the value it stands for, ERT in epochs, bad searches, pruning."""
+    t = r["tasks"][task]
+    ref = t["reference"]
+    lines = [
+        title,
+        "",
+        "| budget | method | median regret (95 % band) | median best value | ERT to random's median / p25 (epochs) "
+        "| searches worse than random's median | epochs in pruned trials | trials |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for budget, b in t["budgets"].items():
+        for m, x in b["methods"].items():
+            value = ref["optimum"] - x["median_regret"] * (ref["optimum"] - ref["random_median"])
+            ert = " / ".join(
+                f"{x[k]:.0f}" if f"{k}" in x and x[k] != float("inf") else "-" for k in ("ert_random_median", "ert_random_p25")
+            )
+            bad = f"{x['bad_search_share']:.0%}" if "bad_search_share" in x else "-"
+            lo, hi = x["median_regret_band"]
+            lines.append(
+                f"| {budget} | {m} | {x['median_regret']:.3f} ({lo:.3f}-{hi:.3f}) | {value:.4f} | {ert} | {bad} "
+                f"| {x['pruned_epoch_share']:.0%} | {x['trials']:.1f} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    out = None
+    if "--summary" in argv:
+        i = argv.index("--summary")
+        out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2 :]
+    named = classify([load(p) for p in argv])
+    if out is not None:
+        lines = (
+            goals(named["synthetic"], named.get("table"), named.get("paired_synthetic"), named.get("paired_table")) + "\n" + peers(named)
+        ).splitlines()
+        out.write_text(json.dumps(summary(named, lines), indent=1) + "\n")
+        print(f"wrote {out}", file=sys.stderr)
     synthetic, table = named["synthetic"], named.get("table")
     paired = named.get("paired_synthetic")
-    print(goals(synthetic, table, paired))
+    print(goals(synthetic, table, paired, named.get("paired_table")))
     if peers(named):
         print(peers(named))
     if "live" in named:
@@ -181,7 +266,11 @@ def main(paths: list[str]) -> None:
     print(speedups(synthetic, list(synthetic["tasks"]), synthetic["methods"]), end="\n\n")
     if table:
         print(f"Tier B, seeds {table['seeds'][0]}-{table['seeds'][1] - 1}: ERT speed-up over random / median regret\n")
-        print(speedups(table, list(table["tasks"]), table["methods"]))
+        print(speedups(table, list(table["tasks"]), table["methods"]), end="\n\n")
+    for key, task, what in (("live", "fashion_live", "Tier C"), ("warm", "fashion_table", "Warm start on Tier B")):
+        if key in named:
+            r = named[key]
+            print(detail(r, task, f"{what}, seeds {r['seeds'][0]}-{r['seeds'][1] - 1}:"), end="\n\n")
 
 
 if __name__ == "__main__":
