@@ -115,7 +115,7 @@ def rerun_spec(spec: Spec, study_name: str, runs: int) -> Spec:
     return spec.model_copy(
         update={
             "study": study_name,
-            "storage": spec.storage_url,
+            "storage": spec.storage.model_copy(update={"url": spec.storage_url}),  # the outage limit kept
             "backend": "optuna",  # fixed configs need no scheduler: a Ray study's re-runs use the embedded engine
             "pruner": PrunerSpec(name="none"),
             "sampler": SamplerSpec(name="random", seed=spec.sampler.seed),  # never consulted for a value: every param is queued
