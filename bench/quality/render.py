@@ -47,6 +47,18 @@ def speedups(r: dict[str, Any], tasks: list[str], methods: list[str]) -> str:
     return "\n".join(lines)
 
 
+def wins_table(r: dict[str, Any]) -> str:
+    """A calibration run: per task and budget, each method's median regret / paired wins against Optuna's defaults."""
+    methods = [m for m in r["methods"] if m != "optuna_default"]
+    lines = ["| task | budget | optuna_default | " + " | ".join(methods) + " |", "|---|---|---|" + "---|" * len(methods)]
+    for task, t in r["tasks"].items():
+        for budget, b in t["budgets"].items():
+            ms = b["methods"]
+            cells = [f"{ms[m]['median_regret']:.3f} / {ms[m]['win_rate_vs_optuna_default']:.0%}" for m in methods]
+            lines.append(f"| {task} | {budget} | {ms['optuna_default']['median_regret']:.3f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def pooled_paired(r: dict[str, Any], tasks: list[str], budget: int, a: str = "hpsearch", b: str = "optuna_default") -> dict[str, Any]:
     from scipy.stats import wilcoxon
 
@@ -123,12 +135,15 @@ def merge(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
 
 def classify(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Name each run: synthetic, table (main runs, peers merged in), paired_synthetic,
-    paired_table, live, warm, ray."""
+    paired_table, live, warm, ray, calibration_<tier> (seeds below 200)."""
     named: dict[str, dict[str, Any]] = {}
+    runs = [r for r in runs if "tasks" in r and "methods" in r]  # a glob also finds the status summary and other benchmarks
     for r in sorted(runs, key=lambda r: -len(r["methods"])):
         tier = r["tier"] if "tier" in r else "synthetic"
         seeds = r["seeds"][1] - r["seeds"][0]
-        if tier == "live":
+        if r["seeds"][0] < 200:  # the seeds defaults are chosen on: a calibration, not a result
+            named[f"calibration_{tier}"] = merge(named[f"calibration_{tier}"], r) if f"calibration_{tier}" in named else r
+        elif tier == "live":
             named["live"] = r
         elif "hpsearch_warm" in r["methods"]:
             named["warm"] = r
@@ -194,6 +209,12 @@ def summary(named: dict[str, dict[str, Any]], goal_lines: list[str]) -> dict[str
             f"; beat Optuna's defaults in {pooled[72]['win_rate']:.0%} / {pooled[288]['win_rate']:.0%} of "
             f"{pooled[72]['n']} paired seeds (72 / 288 epochs)"
             if pooled
+            else ""
+        )
+        + (
+            f"; Tier B {pooled_paired(named['paired_table'], ['fashion_table'], 72)['win_rate']:.0%} / "
+            f"{pooled_paired(named['paired_table'], ['fashion_table'], 288)['win_rate']:.0%} of 500"
+            if "paired_table" in named
             else ""
         )
     )
@@ -267,6 +288,11 @@ def main(argv: list[str]) -> None:
     if table:
         print(f"Tier B, seeds {table['seeds'][0]}-{table['seeds'][1] - 1}: ERT speed-up over random / median regret\n")
         print(speedups(table, list(table["tasks"]), table["methods"]), end="\n\n")
+    for key in ("calibration_synthetic", "calibration_table"):
+        if key in named:
+            r = named[key]
+            print(f"{key}, seeds {r['seeds'][0]}-{r['seeds'][1] - 1}: median regret / paired wins against Optuna's defaults\n")
+            print(wins_table(r), end="\n\n")
     for key, task, what in (("live", "fashion_live", "Tier C"), ("warm", "fashion_table", "Warm start on Tier B")):
         if key in named:
             r = named[key]
