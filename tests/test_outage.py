@@ -61,6 +61,18 @@ def wait_mid_trial(url: str, study: str, procs: list[subprocess.Popen], running:
         time.sleep(0.2)
 
 
+def outlast_the_limit(pg_server, proc: subprocess.Popen) -> str:
+    """Stop the server until ``proc`` gives up; its output, checked: exit 2, one line, no password."""
+    pg_server.stop()
+    try:
+        out = proc.communicate(timeout=120)[0]
+    finally:
+        pg_server.start()
+    assert proc.returncode == 2, out
+    assert "Traceback" not in out and PASSWORD not in out
+    return out
+
+
 def test_workers_ride_out_a_restart_and_a_4_s_stop_with_nothing_failed_or_run_twice(pg_server, tmp_path):
     spec, study = write(tmp_path, trials=4, epochs=12)  # ~3 s a trial: every outage hits running trials
     procs = [worker(spec, pg_server.url) for _ in range(2)]
@@ -90,13 +102,7 @@ def test_past_the_outage_limit_a_worker_stops_in_one_line_and_its_trial_is_retri
     proc = worker(spec, pg_server.url)
     wait_mid_trial(pg_server.url, study, [proc])
     (cut,) = [t for t in trials(pg_server.url, study) if t.state == TrialState.RUNNING]
-    pg_server.stop()
-    try:
-        out = proc.communicate(timeout=120)[0]
-    finally:
-        pg_server.start()
-    assert proc.returncode == 2, out
-    assert "Traceback" not in out and PASSWORD not in out
+    out = outlast_the_limit(pg_server, proc)
     (error,) = [line for line in out.splitlines() if line.startswith("error:")]
     assert "unreachable for 2 s (storage.outage_s)" in error and "u:***@127.0.0.1" in error
     assert "invalid data" not in out
@@ -118,13 +124,7 @@ def test_past_the_outage_limit_a_run_with_slots_leaves_the_storage_as_its_trials
     proc = worker(spec, pg_server.url, command=("run",))
     wait_mid_trial(pg_server.url, study, [proc], running=2)  # both slots mid-trial
     cut = [t for t in trials(pg_server.url, study) if t.state == TrialState.RUNNING]
-    pg_server.stop()
-    try:
-        out = proc.communicate(timeout=120)[0]
-    finally:
-        pg_server.start()
-    assert proc.returncode == 2, out
-    assert "Traceback" not in out and PASSWORD not in out
+    out = outlast_the_limit(pg_server, proc)
     assert "unreachable for 2 s (storage.outage_s)" in out.strip().splitlines()[-1], out
 
     again = cli("worker", str(spec), "--storage", pg_server.url, "--quiet", env=FAST_HEARTBEAT)

@@ -102,6 +102,7 @@ class LiveTask:
     direction: str = "maximize"
     max_epochs: int = MAX_EPOCHS
     space: dict[str, Any] = field(default_factory=space_of)
+    observed_only: bool = True  # an incumbent is scored on the value it was picked by (Incumbent)
     _fixed: dict[str, Any] | None = None
 
     def fixed(self) -> dict[str, Any]:
