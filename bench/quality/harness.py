@@ -3,11 +3,13 @@
 One search per (task, method, seed) runs at the largest budget and is read at every smaller
 budget on the way (a method's first 72 epochs do not depend on whether it may go on to 288),
 except for methods that plan with the budget (``BUDGET_AWARE``: hpsearch's defaults), which run
-once per budget. Results are plain dicts, ready for JSON.
+once per distinct plan: budgets whose settings resolve the same (``plan``: 72 and 144 epochs both
+give 3 start-up trials) share the run at the larger one. Results are plain dicts, ready for JSON.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -43,11 +45,31 @@ def _one(job: tuple[str, str, int, int]) -> tuple[tuple[str, str, int, int], dic
     return job, asdict(trace)
 
 
+@functools.cache  # summarise asks once per seed and epoch
+def plan(method: str, task: str, budget: int) -> Any:
+    """What a budget-aware method sets from ``budget``: the resolved start-up trials (the only
+    setting of hpsearch's defaults that follows the budget; the pruner follows the epochs)."""
+    from bench.quality.methods import SOURCE_EPOCHS, hpsearch_spec
+    from hpsearch.spec.defaults import startup_trials
+
+    own = budget - SOURCE_EPOCHS if method == "hpsearch_warm" else budget
+    return startup_trials(hpsearch_spec(_task(task), own, 0, **CANDIDATES.get(method, {}))).value
+
+
+def run_budget(task: str, method: str, budget: int, budgets: list[int]) -> int:
+    """The budget of the search that is read at ``budget``: the largest of ``budgets`` with the
+    same plan (every budget the largest one, for methods that do not plan with it)."""
+    if method not in BUDGET_AWARE:
+        return max(budgets)
+    mine = plan(method, task, budget)
+    return max(b for b in budgets if b >= budget and plan(method, task, b) == mine)
+
+
 def jobs_for(tasks: list[str], methods: list[str], budgets: list[int], seeds: range) -> list[tuple[str, str, int, int]]:
     jobs = []
     for task in tasks:
         for method in methods:
-            for budget in budgets if method in BUDGET_AWARE else [max(budgets)]:
+            for budget in sorted({run_budget(task, method, b, budgets) for b in budgets}):
                 jobs += [(task, method, budget, seed) for seed in seeds]
     return jobs
 
@@ -68,7 +90,7 @@ def run(tasks: list[str], methods: list[str], budgets: list[int], seeds: range, 
 
 
 def trace_for(traces: dict[Any, Trace], task: str, method: str, budget: int, seed: int, budgets: list[int]) -> Trace:
-    return traces[(task, method, budget if method in BUDGET_AWARE else max(budgets), seed)]
+    return traces[(task, method, run_budget(task, method, budget, budgets), seed)]
 
 
 def summarise(
