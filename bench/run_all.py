@@ -12,8 +12,9 @@ BENCHMARKS.md is written by hand. This script only replaces what lies between it
 
 so prose never comes from here. Smoke results (--smoke) are never rendered; a benchmark without a
 result reads "not run". The GPU benchmarks exit with a message where CUDA is absent; their failure
-does not fail the run. The warm-start and fidelity studies are not benchmarks any more: their
-scripts and commands are in docs/experiments/2026-12-warm-start.md.
+does not fail the run. The warm-start and fidelity studies and the first 3-seed live search-quality benchmark
+(search_quality_live.py) are not benchmarks any more: their scripts and commands are in
+docs/experiments/.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from common import RESULTS, ROOT
 
 ORDER = (  # the status table's rows and the order run() runs them in
     "search_quality",
-    "search_quality_live",
     "objective_vs_textbook",
     "orchestration",
     "busy_machine",

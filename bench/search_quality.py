@@ -9,7 +9,7 @@ its incumbent (the best completed trial by its observed value). See bench/qualit
   --tier table       Tier B: a surrogate of 1,176 trained Fashion-MNIST runs
                      (bench/results/tier_b/, bench/tier_b_table.py), replayed with the measured
                      seed-to-seed noise
-  (Tier C, live Fashion-MNIST training: bench/search_quality_live.py)
+  --tier live        Tier C: the Tier B space trained live on Fashion-MNIST (bench/quality/live.py)
 
     .venv/bin/python bench/search_quality.py --tier synthetic --seeds 200:400 --budget 72 144 288 --json bench/results/search_quality_synthetic.json
     .venv/bin/python bench/search_quality.py --tier table --methods random optuna_default hpsearch --seeds 200:300 --budget 72
