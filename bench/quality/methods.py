@@ -135,21 +135,24 @@ def tpe_hyperband(task: Task, budget: int, seed: int) -> Trace:
     return optuna_search(task, budget, seed, sampler, pruner)
 
 
-def _second_attempt(pruner: str, **tpe: Any) -> Method:
+def _second_attempt(pruner: str, startup: int | None = None, **tpe: Any) -> Method:
     """A variant of the second attempt at the defaults (seeds 0-59, not shipped): hpsearch's
-    budget-aware start-up with another TPE setting or pruner, as plain Optuna objects."""
+    budget-aware start-up (or ``startup`` trials) with another TPE setting or pruner, as plain
+    Optuna objects."""
 
     def method(task: Task, budget: int, seed: int) -> Trace:
         from hpsearch.spec.defaults import startup_trials
 
         optuna = _quiet_optuna()
-        n = startup_trials(hpsearch_spec(task, budget, seed)).value
+        n = startup if startup is not None else startup_trials(hpsearch_spec(task, budget, seed)).value
         options = {"multivariate": True, "group": True} | tpe
         sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=n, **options)
         pruners = {
             "hyperband": lambda: optuna.pruners.HyperbandPruner(min_resource=1, max_resource=task.max_epochs, reduction_factor=3),
             "hyperband_rf2": lambda: optuna.pruners.HyperbandPruner(min_resource=1, max_resource=task.max_epochs, reduction_factor=2),
             "sh_min2": lambda: optuna.pruners.SuccessiveHalvingPruner(min_resource=2, reduction_factor=3),
+            "median": lambda: optuna.pruners.MedianPruner(),  # Optuna's defaults: may prune from epoch 1
+            "median_w1": lambda: optuna.pruners.MedianPruner(n_warmup_steps=2),  # hpsearch's: epoch 1 never pruned
         }
         return optuna_search(task, budget, seed, sampler, pruners[pruner]())
 
@@ -158,9 +161,19 @@ def _second_attempt(pruner: str, **tpe: Any) -> Method:
 
 SECOND_ATTEMPT: dict[str, Method] = {
     "tpe_ei64": _second_attempt("hyperband", n_ei_candidates=64),
-    "tpe_univariate": _second_attempt("hyperband", multivariate=False, group=False),
+    "tpe_univariate": _second_attempt("hyperband", multivariate=False, group=False),  # independent TPE (Optuna 5: multivariate by default)
     "tpe_sh_min2": _second_attempt("sh_min2"),
     "tpe_hb_rf2": _second_attempt("hyperband_rf2"),
+}
+
+# The third attempt (2026-12-04, calibration seeds): Optuna's defaults (10 start-up trials, so not
+# budget-aware) with one of hpsearch's choices each. Optuna 5's TPESampler is already multivariate
+# for one objective, so ``t3_group`` differs from Optuna's defaults only by group=True (the same
+# search on a space without conditional options); ``t3_univariate_w1`` is independent TPE with a
+# median pruner that never prunes at epoch 1 (hpsearch's median setting).
+THIRD_ATTEMPT: dict[str, Method] = {
+    "t3_group": _second_attempt("median", startup=10),
+    "t3_univariate_w1": _second_attempt("median_w1", startup=10, multivariate=False, group=False),
 }
 
 
@@ -281,6 +294,7 @@ METHODS: dict[str, Method] = {
 
 METHODS.update({name: _candidate(o) for name, o in CANDIDATES.items()})
 METHODS.update(SECOND_ATTEMPT)
+METHODS.update(THIRD_ATTEMPT)
 
 
 def _register_optional() -> None:
