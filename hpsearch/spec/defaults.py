@@ -4,7 +4,10 @@ budget in trials, the epochs of one trial (``fixed.epochs`` or ``pruner.max_epoc
 workers. Every value here is only a default; a key set in the spec wins.
 
 Chosen on the search-quality benchmark (bench/search_quality.py, Tier A seeds 0-39, reported on
-fresh seeds; docs/benchmarks/search-quality.md):
+fresh seeds; docs/benchmarks/search-quality.md). Two later attempts (Tier A seeds 0-99, Tier B
+0-199) found no candidate better on both tiers. The known weak spot: at a 12-trial budget the
+Fashion-MNIST space (categorical, conditional) does better with 10 start-up trials, the synthetic
+functions with 3. There, at 72 epochs, these defaults win only 45 % of paired seeds against Optuna's.
 - start-up: TPE's model needs few random trials when the budget is small; Optuna's fixed 10 made
   hpsearch random search for 52 of 72 epochs. ``clamp(round(trials / 8), 3, 10)``.
 - pruner: Hyperband from 1 epoch (reduction factor 3) when a trial has at least 3 epochs to
