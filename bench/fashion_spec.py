@@ -56,8 +56,10 @@ def main(argv: list[str] | None = None) -> None:
     searched: dict[str, object] = {}
     if args.reuse:
         before = json.loads(RESULT.read_text())
-        if not before["command"].split("--out ")[1].startswith(str(args.out)):
+        if before["command"].split("--out ")[1].split()[0] != str(args.out):
             raise SystemExit(f"--reuse: {RESULT} was not measured in {args.out}")
+        if (args.out / "runs" / "train").exists():  # hpsearch train would resume the earlier final run
+            raise SystemExit(f"--reuse: move {args.out / 'runs' / 'train'} aside first: train resumes a run it finds there")
         searched = {k: before[k] for k in ("search_wall_s", "load_avg_before", "load_avg_after")} | {
             "search_from": before.get("date", "earlier run")
         }
