@@ -1,0 +1,92 @@
+"""docs/benchmarks/search-quality.md from bench/quality/page.md: the words are written by hand
+there, each ``@@NAME@@`` line is filled from the committed results (bench/results/).
+
+    .venv/bin/python -m bench.quality.page            # rewrite the docs page
+    .venv/bin/python -m bench.quality.page --check    # exit 1 when the committed page is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from bench.quality import pooled
+from bench.quality import render as R
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "bench" / "results"
+TEMPLATE = Path(__file__).with_name("page.md")
+PAGE = ROOT / "docs" / "benchmarks" / "search-quality.md"
+
+
+def fashion(result: dict) -> str:
+    """The spaces/fashion.yaml goal's measured cell and status (bench/fashion_spec.py's result)."""
+    search, train = result["search_wall_s"], result["train_wall_s"]
+    return (
+        f"search {search:.0f} s ({search / 60:.1f} minutes) on 2 idle cores; export ({result['export']}) and train of its best: "
+        f"{result['test_acc']:.2%} test accuracy, {result['val_acc']:.2%} validation, train {train:.0f} s (`bench/fashion_spec.py`, "
+        f"one training seed) | {'met' if result['goal_met'] else 'not met'}"
+    )
+
+
+def fill() -> dict[str, str]:
+    named = R.classify([R.load(str(p)) for p in sorted(RESULTS.glob("search_quality_*.json"))])
+    syn, tab = named["synthetic"], named["table"]
+    goals = R.goals(syn, tab, named.get("paired_synthetic"), named.get("paired_table"))
+    cal = [
+        json.loads(p.read_text())
+        for p in [*sorted((RESULTS / "calibration").glob("*.json")), *sorted(RESULTS.glob("search_quality_calibration_*.json"))]
+    ]
+    tier_a = R.speedups(syn, list(syn["tasks"]), syn["methods"])
+    if "calibration_synthetic" in named:
+        tier_a += "\n\nCalibration (seeds 0-39), median regret / paired wins against Optuna's defaults:\n\n" + R.wins_table(
+            named["calibration_synthetic"]
+        )
+    return {
+        "@@GOALS@@": "\n".join([goals, R.peers(named), R.live_goal(named["live"])]),
+        "@@FASHION@@": fashion(json.loads((RESULTS / "fashion_spec.json").read_text())),
+        "@@TIER_A@@": tier_a,
+        "@@TIER_B@@": R.speedups(tab, list(tab["tasks"]), tab["methods"])
+        + "\n\nCalibration (seeds 0-99), median regret / paired wins against Optuna's defaults:\n\n"
+        + R.wins_table(named["calibration_table"]),
+        "@@TIER_C@@": R.detail(
+            named["live"],
+            "fashion_live",
+            "Seeds 200-211, 72 epochs; the value is the val_acc of the search's best completed trial (5,000 validation images):",
+        ),
+        "@@WARM@@": R.detail(
+            named["warm"], "fashion_table", "Seeds 200-399; `hpsearch_warm`'s 96 epochs are its 24-epoch source plus 72 warm-started ones:"
+        ),
+        "@@CAL3_OPTUNA@@": pooled.wide(cal),
+        "@@CAL3_HPSEARCH@@": pooled.wide(cal, "hpsearch"),
+    }
+
+
+def render() -> str:
+    text = TEMPLATE.read_text()
+    for key, value in fill().items():
+        text = text.replace(key, value)
+    left = [line for line in text.splitlines() if "@@" in line]
+    if left:
+        raise SystemExit(f"{TEMPLATE}: no value for {left[0]!r}")
+    return text
+
+
+def main(argv: list[str]) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="compare with the committed page instead of writing it")
+    args = p.parse_args(argv)
+    text = render()
+    if args.check:
+        if PAGE.read_text() != text:
+            raise SystemExit(f"{PAGE} is stale: run .venv/bin/python -m bench.quality.page")
+        print(f"{PAGE} is up to date")
+        return
+    PAGE.write_text(text)
+    print(f"wrote {PAGE}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
