@@ -145,3 +145,36 @@ def test_validate_names_the_outage_limit_and_the_environment_overrides_the_spec(
     monkeypatch.setenv("HPSEARCH_OUTAGE_S", "600")  # an operator's override, for the whole fleet
     assert main(["validate", str(spec), "--samples", "1"]) == 0
     assert "(outages ridden out for up to 600 s: HPSEARCH_OUTAGE_S)" in capsys.readouterr().out
+
+
+def test_a_connection_invalidated_inside_a_transaction_is_an_outage_and_the_retry_starts_a_new_session(monkeypatch):
+    """Seen once in a fresh clone's chaos test: after a database restart a worker's next Optuna
+    call failed with SQLAlchemy's "Can't reconnect until invalid transaction is rolled back"
+    (wrapped in Optuna's StorageInternalError) and the worker exited 2. It is an outage: retried,
+    from a new session."""
+    import optuna
+    import sqlalchemy.exc
+
+    from hpsearch.study import storage
+
+    def wrapped(exc: BaseException) -> BaseException:
+        outer = optuna.exceptions.StorageInternalError("An exception is raised during the commit.")
+        outer.__cause__ = exc
+        return outer
+
+    invalidated = sqlalchemy.exc.PendingRollbackError(f"{storage.INVALIDATED}.  Please rollback() fully before proceeding")
+    assert storage.unreachable(wrapped(invalidated))
+    after_flush = sqlalchemy.exc.PendingRollbackError("This Session's transaction has been rolled back due to a previous exception")
+    assert not storage.unreachable(wrapped(after_flush))  # a bad statement, not an outage
+
+    monkeypatch.setattr(storage.time, "sleep", lambda s: None)
+    calls, resets = [], []
+
+    def call() -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise wrapped(invalidated)
+        return "ok"
+
+    assert storage.ride_out(call, "postgresql://u:***@db/x", 5, reset=lambda: resets.append(1)) == "ok"
+    assert (len(calls), len(resets)) == (2, 1)

@@ -253,6 +253,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
 
+INVALIDATED = "Can't reconnect until invalid transaction is rolled back"  # SQLAlchemy's PendingRollbackError after a lost connection
+
+
 def unreachable(exc: BaseException) -> bool:
     """A lost or refused connection (server restart, failover, network), not a bad statement."""
     import sqlalchemy.exc
@@ -260,12 +263,15 @@ def unreachable(exc: BaseException) -> bool:
     cause = exc.__cause__ if isinstance(exc, optuna.exceptions.StorageInternalError) and exc.__cause__ else exc
     if isinstance(cause, sqlalchemy.exc.DBAPIError) and cause.connection_invalidated:
         return True
+    if isinstance(cause, sqlalchemy.exc.PendingRollbackError) and str(cause).startswith(INVALIDATED):
+        return True  # a connection the restart invalidated inside a transaction: a new session recovers
     return isinstance(cause, sqlalchemy.exc.OperationalError | sqlalchemy.exc.InterfaceError)
 
 
-def ride_out(call: Callable[[], T], where: str, spec_s: float | None = None) -> T:
+def ride_out(call: Callable[[], T], where: str, spec_s: float | None = None, reset: Callable[[], None] | None = None) -> T:
     """``call()``, retried with backoff (0.5 s doubling to 5 s) while the server at ``where`` (a
-    URL without its password) is unreachable, up to ``outage_limit(spec_s)``; then StorageUnreachable."""
+    URL without its password) is unreachable, up to ``outage_limit(spec_s)``; then StorageUnreachable.
+    ``reset()``, when given, runs before each retry (a storage drops this thread's session)."""
     if getattr(_retrying, "on", False):  # an outer call already retries: do not multiply the wait
         return call()
     (limit, source), started, delay = outage_limit(spec_s), None, 0.5
@@ -287,6 +293,9 @@ def ride_out(call: Callable[[], T], where: str, spec_s: float | None = None) -> 
                     ) from None
                 OUTAGE.begin(limit)
                 time.sleep(min(delay, limit - waited))
+                if reset is not None:
+                    with contextlib.suppress(Exception):  # a session that cannot even close is dropped anyway
+                        reset()
                 delay = min(delay * 2, 5.0)
                 continue
             if started is not None:
@@ -304,7 +313,9 @@ def riding_out(method: F) -> F:
     def wrapper(self: Storage, *args: Any, **kwargs: Any) -> Any:
         if self.engine.name == "sqlite":
             return method(self, *args, **kwargs)
-        return ride_out(lambda: method(self, *args, **kwargs), self.engine.url.render_as_string(hide_password=True), self.outage_s)
+        where = self.engine.url.render_as_string(hide_password=True)
+        # a retry starts from a new session: the old one may hold a connection the outage invalidated
+        return ride_out(lambda: method(self, *args, **kwargs), where, self.outage_s, reset=self.scoped_session.remove)
 
     return wrapper  # type: ignore[return-value]
 
