@@ -35,6 +35,7 @@ from hpsearch.study.counts import CLAIMED, completed_at, failures_in_a_row, fini
 from hpsearch.study.liveness import WORKER, fail_trials_of, note_stopped, worker_name
 from hpsearch.study.open import open_study
 from hpsearch.study.progress import Progress
+from hpsearch.study.storage import disk_full
 from hpsearch.study.summary import Summary, announce, refresh, summary, trial_value_text
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ SPEC_ENV = "HPSEARCH_SLOT_SPEC"  # the parent's resolved spec, as JSON, for its 
 DEADLINE_ENV = "HPSEARCH_DEADLINE"  # unix time after which slots claim no new trial (budget.timeout)
 STOPPED = 3  # a slot's exit status when budget.max_failures stopped it
 DISK_FULL = 4  # a slot's exit status when the disk ran full: the parent says so, once, and stops the run
+DISK_FULL_TEXT = "the disk is full (no space left on the device of {where} or the study's storage); free some space"
 POLL_S = 0.5  # the parent reads progress from storage this often
 STOP_WAIT_S = 2.0  # Ctrl-C/SIGTERM: slots get this long to record "interrupted" before SIGKILL (a stop takes < 3 s)
 RELAY_WAIT_S = 5.0  # a slot that exited: wait this long at most for its last output (a child that kept the pipe open)
@@ -227,6 +229,15 @@ class Watch:
             self.progress.print(line)
         gone = self.pool.ended()
         self.crashed += sum(e.proc.returncode not in (0, STOPPED) and e.slot.index not in self.retiring for e in gone)
+        try:
+            self._look(gone)
+        except Exception as exc:
+            if not disk_full(exc):  # the parent's own write (ending a dead slot's trials) may be the one that finds it
+                raise
+            if not self.stopping:
+                self.stop(DISK_FULL_TEXT.format(where=self.spec.study_dir))
+
+    def _look(self, gone: list[SlotProcess]) -> None:
         self.bury(gone)
         refresh(self.progress, self.study, self.spec)
         trials = self.study.get_trials(deepcopy=False)
@@ -283,7 +294,7 @@ class Watch:
         """No slot can record anything more: stop them all, end what this one left RUNNING if the
         database still takes that one write (its next run fails it at once otherwise: the pid is gone)."""
         if not self.stopping:
-            self.stop(f"the disk is full (no space left on the device of {self.spec.study_dir} or the study's storage); free some space")
+            self.stop(DISK_FULL_TEXT.format(where=self.spec.study_dir))
         with contextlib.suppress(Exception):
             fail_trials_of(self.study, e.worker, "failed: disk full", retry_them=True)
 

@@ -11,12 +11,33 @@ from pathlib import Path
 from typing import Any
 
 
+def _quiet_writer_threads() -> None:
+    """TensorBoard's writer thread hands its error (a full disk) to the caller's next write, flush or
+    close, where the trial records it; Python would also print it from the thread, a traceback in a
+    slot's output. Keep the caller's copy only; every other thread's error prints as before."""
+    import threading
+
+    from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
+
+    previous = threading.excepthook
+    if getattr(previous, "hpsearch_quiet", False):
+        return
+
+    def hook(args: Any) -> None:
+        if not isinstance(args.thread, _AsyncWriterThread):
+            previous(args)
+
+    hook.hpsearch_quiet = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
+
+
 class EventWriter:
     """Scalars and one HParams session, written to ``log_dir``."""
 
     def __init__(self, log_dir: Path):
         from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
+        _quiet_writer_threads()
         log_dir.mkdir(parents=True, exist_ok=True)
         self._file = EventFileWriter(str(log_dir))
 
