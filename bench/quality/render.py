@@ -187,7 +187,7 @@ def live_goal(live: dict[str, Any]) -> str:
     n = live["seeds"][1] - live["seeds"][0]
     ok = h["median_regret"] <= o["median_regret"]
     ref = live["tasks"]["fashion_live"]["reference"]
-    acc = [ref["optimum"] - x["median_regret"] * (ref["optimum"] - ref["random_median"]) for x in (h, o)]  # the val_acc a regret stands for
+    acc = [value_of(ref, x["median_regret"]) for x in (h, o)]
     return (
         f"| Tier C: median best >= Optuna's defaults on live Fashion-MNIST ({n} seeds, {budget} epochs) "
         f"| median best val_acc {acc[0]:.2%} vs {acc[1]:.2%} (regret {h['median_regret']:.3f} vs {o['median_regret']:.3f}); "
@@ -242,6 +242,11 @@ def summary(named: dict[str, dict[str, Any]], goal_lines: list[str]) -> dict[str
     }
 
 
+def value_of(ref: dict[str, float], regret: float) -> float:
+    """The task's metric value a normalised regret stands for (0: the optimum, 1: random's median)."""
+    return ref["optimum"] - regret * (ref["optimum"] - ref["random_median"])
+
+
 def detail(r: dict[str, Any], task: str, title: str) -> str:
     """One task's rows in full: regret, the value it stands for, ERT in epochs, bad searches, pruning."""
     t = r["tasks"][task]
@@ -255,7 +260,7 @@ def detail(r: dict[str, Any], task: str, title: str) -> str:
     ]
     for budget, b in t["budgets"].items():
         for m, x in b["methods"].items():
-            value = ref["optimum"] - x["median_regret"] * (ref["optimum"] - ref["random_median"])
+            value = value_of(ref, x["median_regret"])
             ert = " / ".join(
                 f"{x[k]:.0f}" if f"{k}" in x and x[k] != float("inf") else "-" for k in ("ert_random_median", "ert_random_p25")
             )
