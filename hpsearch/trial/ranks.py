@@ -13,6 +13,9 @@ GPU per rank), loads the same objective and calls it with a rank reporter:
 - a rank that raises writes its traceback to JOB_DIR/rank-R.err and exits 1; the supervisor then
   stops the others and the trial fails with the first failing rank's error. Ranks are killed in a
   ``finally`` and each rank exits when its parent is gone, so no process is left behind.
+- a rank ends with ``os._exit`` after its atexit handlers (``end_rank``): no interpreter
+  finalization, which a gloo thread still freeing tensors can abort, and no wait on threads the
+  objective left running.
 
 A user objective sees ``torch.distributed`` initialized and must call ``reporter.report`` on every
 rank (it holds a collective); ``reporter.rank`` says which rank it is.
@@ -340,5 +343,26 @@ def _leave() -> None:
         dist.destroy_process_group()
 
 
+def end_rank(code: int) -> None:
+    """Exit without interpreter finalization, once atexit handlers ran and output is flushed.
+
+    After ``destroy_process_group`` a gloo worker thread can still be freeing the last collective's
+    tensors, which takes the GIL; during finalization that thread is ended under C++ frames and the
+    rank aborts ("terminate called without an active exception", SIGABRT: 3 runs in 20 on 2 busy
+    cores). ``os._exit`` ends every thread at once; it also ends threads the objective left running
+    (finalization would wait on them forever)."""
+    import atexit
+
+    try:
+        atexit._run_exitfuncs()  # logging.shutdown, the objective's own handlers
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # closed, or its pipe gone with the parent
+                pass
+        os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(rank_main(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None))
+    end_rank(rank_main(Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) if len(sys.argv) > 3 else None))
