@@ -348,7 +348,7 @@ def end_rank(code: int) -> None:
 
     After ``destroy_process_group`` a gloo worker thread can still be freeing the last collective's
     tensors, which takes the GIL; during finalization that thread is ended under C++ frames and the
-    rank aborts ("terminate called without an active exception", SIGABRT: 3 runs in 20 on 2 busy
+    rank aborts ("terminate called without an active exception", SIGABRT: 9 launches in 70 on 2
     cores). ``os._exit`` ends every thread at once; it also ends threads the objective left running
     (finalization would wait on them forever)."""
     import atexit
