@@ -21,13 +21,18 @@ TEMPLATE = Path(__file__).with_name("page.md")
 PAGE = ROOT / "docs" / "benchmarks" / "search-quality.md"
 
 
-def fashion(result: dict) -> str:
-    """The spaces/fashion.yaml goal's measured cell and status (bench/fashion_spec.py's result)."""
+def fashion(result: dict, seeds: dict) -> str:
+    """The spaces/fashion.yaml goal's measured cell and status: the search's wall time and the
+    first final run (bench/fashion_spec.py), the final run's test accuracy on every training seed
+    and their mean (bench/fashion_seeds.py), which the goal is judged on."""
     search, train = result["search_wall_s"], result["train_wall_s"]
+    each = " / ".join(f"{r['test_acc']:.2%}" for r in seeds["runs"])
+    met = search <= 1800 and seeds["goal_met"]
     return (
-        f"search {search:.0f} s ({search / 60:.1f} minutes) on 2 idle cores; export ({result['export']}) and train of its best: "
-        f"{result['test_acc']:.2%} test accuracy, {result['val_acc']:.2%} validation, train {train:.0f} s (`bench/fashion_spec.py`, "
-        f"one training seed) | {'met' if result['goal_met'] else 'not met'}"
+        f"search {search:.0f} s ({search / 60:.1f} minutes) on 2 idle cores; export ({result['export']}) and train of its best, "
+        f"{train:.0f} s (`bench/fashion_spec.py`): test accuracy {each} on training seeds "
+        f"{', '.join(str(r['seed']) for r in seeds['runs'])}, mean {seeds['mean_test_acc']:.2%} (`bench/fashion_seeds.py`) "
+        f"| {'met' if met else 'not met'}"
     )
 
 
@@ -46,7 +51,7 @@ def fill() -> dict[str, str]:
         )
     return {
         "@@GOALS@@": "\n".join([goals, R.peers(named), R.live_goal(named["live"])]),
-        "@@FASHION@@": fashion(json.loads((RESULTS / "fashion_spec.json").read_text())),
+        "@@FASHION@@": fashion(*(json.loads((RESULTS / f"{name}.json").read_text()) for name in ("fashion_spec", "fashion_seeds"))),
         "@@TIER_A@@": tier_a,
         "@@TIER_B@@": R.speedups(tab, list(tab["tasks"]), tab["methods"])
         + "\n\nCalibration (seeds 0-99), median regret / paired wins against Optuna's defaults:\n\n"
