@@ -45,7 +45,6 @@ SPEC_ENV = "HPSEARCH_SLOT_SPEC"  # the parent's resolved spec, as JSON, for its 
 DEADLINE_ENV = "HPSEARCH_DEADLINE"  # unix time after which slots claim no new trial (budget.timeout)
 STOPPED = 3  # a slot's exit status when budget.max_failures stopped it
 DISK_FULL = 4  # a slot's exit status when the disk ran full: the parent says so, once, and stops the run
-DISK_FULL_TEXT = "the disk is full (no space left on the device of {where} or the study's storage); free some space"
 POLL_S = 0.5  # the parent reads progress from storage this often
 STOP_WAIT_S = 2.0  # Ctrl-C/SIGTERM: slots get this long to record "interrupted" before SIGKILL (a stop takes < 3 s)
 RELAY_WAIT_S = 5.0  # a slot that exited: wait this long at most for its last output (a child that kept the pipe open)
@@ -234,8 +233,7 @@ class Watch:
         except Exception as exc:
             if not disk_full(exc):  # the parent's own write (ending a dead slot's trials) may be the one that finds it
                 raise
-            if not self.stopping:
-                self.stop(DISK_FULL_TEXT.format(where=self.spec.study_dir))
+            self.stop_disk_full()
 
     def _look(self, gone: list[SlotProcess]) -> None:
         self.bury(gone)
@@ -290,11 +288,15 @@ class Watch:
             self.pool.start(e.slot, e.crashes_in_a_row + 1)
             self.progress.print(f"slot {e.slot.index} replaced by pid {self.pool.live[e.slot.index].pid}")
 
+    def stop_disk_full(self) -> None:
+        """Stop the run with the disk-full line, unless it is stopping already."""
+        if not self.stopping:
+            self.stop(f"the disk is full (no space left on the device of {self.spec.study_dir} or the study's storage); free some space")
+
     def disk_full(self, e: SlotProcess) -> None:
         """No slot can record anything more: stop them all, end what this one left RUNNING if the
         database still takes that one write (its next run fails it at once otherwise: the pid is gone)."""
-        if not self.stopping:
-            self.stop(DISK_FULL_TEXT.format(where=self.spec.study_dir))
+        self.stop_disk_full()
         with contextlib.suppress(Exception):
             fail_trials_of(self.study, e.worker, "failed: disk full", retry_them=True)
 
