@@ -24,16 +24,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import cpu_model  # noqa: E402
+from bench.fashion_spec import TEST_GOAL as GOAL  # noqa: E402
 
-GOAL = 0.93
 
-
-def run_of(folder: Path) -> dict[str, object]:
+def run_of(folder: Path) -> tuple[dict[str, object], dict[str, object]]:
+    """(the run's seed, accuracies and folder; its config without the seed)."""
     config = yaml.safe_load((folder / "config.yaml").read_text())["config"]
     metrics = json.loads((folder / "metrics.json").read_text())
     if "test_acc" not in metrics:
         raise SystemExit(f"{folder / 'metrics.json'}: no test_acc (train with evaluate_test: true)")
-    return {"folder": str(folder), "seed": config.get("seed"), "test_acc": metrics["test_acc"], "val_acc": round(metrics["val_acc"], 4)}
+    seed = config.pop("seed", None)
+    return {"folder": str(folder), "seed": seed, "test_acc": metrics["test_acc"], "val_acc": round(metrics["val_acc"], 4)}, config
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -41,16 +42,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("runs", type=Path, nargs="+", help="hpsearch train output folders, one per training seed")
     p.add_argument("--json", type=Path, help="write the result here")
     args = p.parse_args(argv)
-    runs = sorted((run_of(folder) for folder in args.runs), key=lambda r: str(r["seed"]))
-    configs = {
-        json.dumps(
-            {k: v for k, v in yaml.safe_load((Path(str(r["folder"])) / "config.yaml").read_text())["config"].items() if k != "seed"},
-            sort_keys=True,
-        )
-        for r in runs
-    }
-    if len(configs) > 1:
+    read = [run_of(folder) for folder in args.runs]
+    if any(config != read[0][1] for _, config in read):
         raise SystemExit("the runs differ in more than the seed: one config, several seeds")
+    runs = sorted((run for run, _ in read), key=lambda r: str(r["seed"]))
     mean = statistics.fmean(float(r["test_acc"]) for r in runs)  # type: ignore[arg-type]
     result = {
         "name": "fashion_seeds",

@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from bench.fashion_spec import SEARCH_LIMIT_S
 from bench.quality import pooled
 from bench.quality import render as R
 
@@ -27,7 +28,7 @@ def fashion(result: dict, seeds: dict) -> str:
     and their mean (bench/fashion_seeds.py), which the goal is judged on."""
     search, train = result["search_wall_s"], result["train_wall_s"]
     each = " / ".join(f"{r['test_acc']:.2%}" for r in seeds["runs"])
-    met = search <= 1800 and seeds["goal_met"]
+    met = search <= SEARCH_LIMIT_S and seeds["goal_met"]
     return (
         f"search {search:.0f} s ({search / 60:.1f} minutes) on 2 idle cores; export ({result['export']}) and train of its best, "
         f"{train:.0f} s (`bench/fashion_spec.py`): test accuracy {each} on training seeds "
