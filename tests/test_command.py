@@ -61,11 +61,14 @@ def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
             raise KeyboardInterrupt
 
     folder, config = tmp_path / "t1", {"epochs": 4, "lr": 0.5, "optimizer": "sgd", "momentum": 0.9}
+    # the script waits after epoch 2 (once) until killed: without it, it could save epoch 3's
+    # checkpoint before the interrupt's kill arrives (seen once in a fresh clone) and resume at 4
+    pausing = objective(f"--pause-after {tmp_path / 'paused'}")
     with pytest.raises(KeyboardInterrupt):
-        run_trial(objective(), config, Reporter(trial_dir=folder, checkpoint_path=folder / "ckpt.pt", on_epoch=interrupt), ["val_acc"])
+        run_trial(pausing, config, Reporter(trial_dir=folder, checkpoint_path=folder / "ckpt.pt", on_epoch=interrupt), ["val_acc"])
     assert running(str(folder)) == [] and (folder / "ckpt.pt").exists()
     again = Reporter(trial_dir=folder, checkpoint_path=folder / "ckpt.pt")
-    resumed = run_trial(objective(), config, again, ["val_acc"])
+    resumed = run_trial(pausing, config, again, ["val_acc"])
     assert resumed.state == COMPLETE and [int(h["epoch"]) for h in again.history] == [3, 4]
     whole = run_trial(objective(), config, Reporter(trial_dir=tmp_path / "t2", checkpoint_path=tmp_path / "t2" / "ckpt.pt"), ["val_acc"])
     assert resumed.metrics["val_acc"] == whole.metrics["val_acc"]  # the resumed run is the same run
