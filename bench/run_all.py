@@ -12,9 +12,8 @@ BENCHMARKS.md is written by hand. This script only replaces what lies between it
 
 so prose never comes from here. Smoke results (--smoke) are never rendered; a benchmark without a
 result reads "not run". The GPU benchmarks exit with a message where CUDA is absent; their failure
-does not fail the run. The warm-start and fidelity studies and the first 3-seed live search-quality benchmark
-(search_quality_live.py) are not benchmarks any more: their scripts and commands are in
-docs/experiments/.
+does not fail the run. Studies that answered one question and stopped are dated pages under
+docs/experiments/, each naming the commit that holds its script.
 """
 
 from __future__ import annotations

@@ -19,8 +19,6 @@ KEYS = {"name", "title", "headline", "command", "date", "duration_s", "machine",
 MACHINE_KEYS = {"nproc", "cpu", "torch", "optuna", "ray", "load_avg_1_5_15"}
 # script -> figures a reader of BENCHMARKS.md needs from it
 FIGURES = {
-    "search_quality_live": {"budget_epochs", "random_final_best", "methods", "goals"},
-    "warm_start": {"budget_epochs", "source_cost_full_epochs", "median_ratio_warm_to_cold", "ert", "spec", "per_seed"},
     "objective_vs_textbook": {
         "digits_mlp",
         "accuracy_within_1_point",  # a tiny Fashion-MNIST row too, where Debian's files are
@@ -32,9 +30,6 @@ FIGURES = {
     "growth": {"growth_ratio"},
     "denormals": {"random", "corner", "configs_same_val_acc"},
     "fused_optimizer": {"random", "small", "mean_val_acc_change", "median_ratio_by_batch_size"},
-    "fidelity": {"settings", "true_best", "per_config"},
-    # re-trains the committed warm-start result's first seed (bench/results/warm_start.json) on tiny subsets
-    "warm_start_luck": {"curse_cold", "curse_warm", "cold_config_reaches_cold_best", "warm_minus_cold_mean", "reproduced", "per_seed"},
     "gpu": {"combinations", "fastest"},
     "gpu_packing": {"auto_over_1", "medians", "runs"},
 }
@@ -64,17 +59,6 @@ def test_smoke_run_writes_its_result(bench, tmp_path, monkeypatch, name):
     assert result["table"]["rows"] and all(len(row) == len(result["table"]["columns"]) for row in result["table"]["rows"])
     if "png" in result["figures"]:  # a plot the section links to
         assert (tmp_path / result["figures"]["png"]).stat().st_size > 1000
-
-
-def test_warm_start_on_another_spec_writes_a_result_of_its_own(bench, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    bench("warm_start").main(["--smoke", "--out", str(tmp_path), "--spec", str(ROOT / "bench" / "spaces" / "bench_fashion_wide.yaml")])
-    result = json.loads((tmp_path / "warm_start_wide.json").read_text())
-    assert result["name"] == "warm_start_wide" and result["figures"]["spec"] == "bench/spaces/bench_fashion_wide.yaml"
-    assert (tmp_path / "warm_start_wide.png").is_file() and not (tmp_path / "warm_start.json").exists()
-    ert = result["figures"]["ert"]["typical_cold_final_best"]
-    assert ert["target"] == result["figures"]["per_seed"][0]["cold_final_best"]  # one seed: its own final best
-    assert ert["cold_reached"] == 1  # the cold start reaches its own final best by definition
 
 
 def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):
@@ -118,15 +102,6 @@ def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):
     )
     growth = text.split("## growth", 1)[1]
     assert "<!-- begin generated: table growth -->\n<!-- end generated -->" in growth
-
-
-def test_sign_test_and_bootstrap_interval(bench):
-    luck = bench("warm_start_luck")
-    assert luck.sign_test(0, 0) == 1.0
-    assert luck.sign_test(5, 5) == 1.0
-    assert abs(luck.sign_test(9, 1) - 22 / 1024) < 1e-12  # 2 * (C(10,0) + C(10,1)) / 2**10
-    low, high = luck.bootstrap_median([0.0, 1.0, 2.0, 3.0, 4.0], reps=2000)
-    assert 0.0 <= low <= 2.0 <= high <= 4.0
 
 
 def test_search_quality_smoke_reports_every_figure_per_task_method_and_budget(tmp_path, monkeypatch):
