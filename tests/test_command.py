@@ -12,9 +12,9 @@ import pytest
 import yaml
 from conftest import cli
 
-from hpsearch.spec.command import MetricReader, flags, from_entry, parse_mapping
 from hpsearch.spec.loader import SpecError, load_spec
-from hpsearch.spec.objective import load_objective
+from hpsearch.trial.command import MetricReader, flags, from_entry, parse_mapping
+from hpsearch.trial.objective import load_objective
 from hpsearch.trial.reporter import Reporter
 from hpsearch.trial.run import COMPLETE, FAILED, PRUNED, run_trial
 

@@ -16,8 +16,8 @@ PACKAGE = ROOT / "hpsearch"
 LAYERS = [
     "hpsearch.base",  # errors, text, cores: what every layer uses
     "hpsearch.parts",  # reusable training parts (the built-in objective in objectives/ is built from them)
-    "hpsearch.spec",  # typed spec, parameter tree, registries, objective loader
-    "hpsearch.trial",  # run one objective: reporter, TensorBoard, ranks
+    "hpsearch.trial",  # run one objective (a function or a command): loader, reporter, TensorBoard, ranks
+    "hpsearch.spec",  # typed spec, parameter tree, registries
     "hpsearch.study",  # the shared study: open, counts, definition, warm start, storage, liveness
     "hpsearch.engine",  # optuna and ray backends, slots, devices
     "hpsearch.reading",  # results, export, status, dashboard

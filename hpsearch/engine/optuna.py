@@ -44,7 +44,6 @@ from hpsearch.engine.slots import (
     watch_parent,
 )
 from hpsearch.spec.loader import Spec
-from hpsearch.spec.objective import load_objective
 from hpsearch.study.checkpoints import CHECKPOINT, RESUMED_FROM, clean_up, resume_source, trial_dir
 from hpsearch.study.claim import ClaimLock
 from hpsearch.study.counts import CLAIMED, contract_broken, finished_count, own_counts, reason
@@ -66,6 +65,7 @@ from hpsearch.study.progress import Progress
 from hpsearch.study.reruns import RERUN_CONFIG, is_reruns, nothing_left
 from hpsearch.study.storage import disk_full, frozen, open_storage, outage_limit
 from hpsearch.study.summary import Summary, announce, record, refresh, summary, trial_value_text
+from hpsearch.trial.objective import load_objective
 from hpsearch.trial.reporter import PruneHook, Reporter, ResumeHook
 from hpsearch.trial.run import FAILED, PRUNED, run_trial
 

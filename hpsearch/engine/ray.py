@@ -45,7 +45,6 @@ from hpsearch.base.errors import UserError
 from hpsearch.base.text import finite
 from hpsearch.engine.devices import visible_gpus
 from hpsearch.spec.loader import Spec
-from hpsearch.spec.objective import load_objective
 from hpsearch.spec.registry import RAY_SCHEDULERS, RayKit, sampler_name
 from hpsearch.spec.space import Choice, Const, Float, Int
 from hpsearch.study.checkpoints import CHECKPOINT, RESUMED_FROM, clean_up, resume_source, trial_dir
@@ -56,6 +55,7 @@ from hpsearch.study.progress import Progress
 from hpsearch.study.storage import set_attrs, storage_of, study_id
 from hpsearch.study.summary import Summary, announce, budget_spent, refresh, summary, trial_value_text
 from hpsearch.study.warmstart import warm_sampler
+from hpsearch.trial.objective import load_objective
 from hpsearch.trial.reporter import Reporter
 from hpsearch.trial.run import COMPLETE, run_trial
 

@@ -37,9 +37,9 @@ from pydantic_core import ErrorDetails
 from hpsearch.base.cores import cpu_cores
 from hpsearch.base.errors import SpecError
 from hpsearch.base.text import did_you_mean
-from hpsearch.spec.objective import BUILTIN, load_objective
 from hpsearch.spec.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS
 from hpsearch.spec.space import Const, Space, parse_space
+from hpsearch.trial.objective import BUILTIN, load_objective
 
 Direction = Literal["maximize", "minimize"]
 if TYPE_CHECKING:  # the registries' keys are known only at run time: a type checker sees a str
@@ -324,7 +324,7 @@ def command_entry(raw: dict[str, Any], base_dir: Path, errors: list[str]) -> Non
     """``objective: {command: ...}`` becomes the entry string every layer above stores and ships."""
     if not isinstance(raw.get("objective"), dict):
         return
-    from hpsearch.spec.command import parse_mapping
+    from hpsearch.trial.command.options import parse_mapping
 
     entry, problems = parse_mapping(raw["objective"], base_dir)
     errors.extend(problems)

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hpsearch.base.errors import SpecError
-from hpsearch.spec.command import describe
 from hpsearch.spec.loader import Spec
-from hpsearch.spec.objective import load_objective
 from hpsearch.spec.space import Choice, Const, Float, Int, Param, Space
 from hpsearch.study.storage import outage_limit, redact, sqlite_path
+from hpsearch.trial.command.options import describe
+from hpsearch.trial.objective import load_objective
 
 SHOWN = 3  # sampled configs printed; the rest are only checked
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.])")  # 3, 0.25, 1e-05; not the 18 of resnet18

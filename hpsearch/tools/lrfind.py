@@ -38,8 +38,8 @@ import yaml
 
 from hpsearch.base.errors import UserError
 from hpsearch.base.text import fmt
-from hpsearch.spec.objective import BUILTIN
 from hpsearch.spec.space import Choice, Const, Float, Int, Param
+from hpsearch.trial.objective import BUILTIN
 
 if TYPE_CHECKING:
     from hpsearch.spec.loader import Spec

@@ -153,7 +153,7 @@ def _text(value: Any) -> str:
 
 def load_build(source: Source) -> tuple[Any, Any]:
     """(the objective's build hook, its validate hook); UserError when it has no build hook."""
-    from hpsearch.spec.objective import load_objective
+    from hpsearch.trial.objective import load_objective
 
     try:
         fn = load_objective(source.objective)

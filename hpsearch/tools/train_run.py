@@ -143,8 +143,8 @@ def prepare_run_dir(run_dir: Path, doc: dict[str, Any], fresh: bool) -> int:
 
 def train(doc: dict[str, Any], run_dir: Path, fresh: bool = False, quiet: bool = False, stream: Any = None) -> TrainResult:
     """Run the objective on the config without pruning; resume from ``run_dir/checkpoint.pt`` when there is one."""
-    from hpsearch.spec.command import describe
-    from hpsearch.spec.objective import FINAL_KEY, load_objective
+    from hpsearch.trial.command.options import describe
+    from hpsearch.trial.objective import FINAL_KEY, load_objective
     from hpsearch.trial.reporter import Reporter
     from hpsearch.trial.run import COMPLETE, run_trial
 

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.base.cores import cpu_cores
-from hpsearch.spec.objective import Objective, load_objective
+from hpsearch.trial.objective import Objective, load_objective
 from hpsearch.trial.reporter import Pruned, Reporter
 
 PROCESSES_KEY = "processes"  # config key: ranks per objective call; 1 = no torch.distributed

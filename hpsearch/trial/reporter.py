@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from hpsearch.base.text import as_metric, finite
 
@@ -49,6 +49,17 @@ class Diverged(Pruned):
 
 def tag_for(name: str) -> str:
     return TAGS.get(name, f"metrics/{name}")
+
+
+class ScriptReporter(Protocol):
+    """What a script run as a command needs of its reporter (``Reporter`` has it): where the
+    trial's files go, the checkpoint to hand over, and the per-epoch report."""
+
+    trial_dir: Path | None
+    checkpoint_path: Path | None
+    resume_from: Path | None
+
+    def report(self, epoch: int, metrics: dict[str, float]) -> None: ...
 
 
 class Reporter:

@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any
 
 from hpsearch.base.text import as_metric, finite
-from hpsearch.spec.objective import Objective
+from hpsearch.trial.objective import Objective
 from hpsearch.trial.reporter import Pruned, Reporter
 
 COMPLETE, PRUNED, FAILED = "completed", "pruned", "failed"

@@ -16,7 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hpsearch.spec.command import FINAL_KEY, PREFIX, from_entry, make_objective
+from hpsearch.trial.command.options import FINAL_KEY, PREFIX, from_entry
+from hpsearch.trial.command.runner import make_objective
 
 __all__ = ["BUILTIN", "FINAL_KEY", "PREFIX", "Objective", "load_objective"]
 
