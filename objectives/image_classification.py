@@ -313,7 +313,7 @@ class _PrintReporter:
 
 
 if __name__ == "__main__":
-    from hpsearch.spec.loader import parse_value  # key=value read as a spec reads it: weight_decay=5e-4 is a number
+    from hpsearch.spec.safe_yaml import parse_value  # key=value read as a spec reads it: weight_decay=5e-4 is a number
 
     overrides = dict(arg.split("=", 1) for arg in sys.argv[1:])
     start = time.perf_counter()

@@ -15,7 +15,8 @@ import yaml
 
 from hpsearch.base.errors import UserError
 from hpsearch.base.text import did_you_mean, fmt
-from hpsearch.spec.loader import Spec, apply_overrides
+from hpsearch.spec.loader import Spec
+from hpsearch.spec.overrides import apply_overrides
 from hpsearch.study.checkpoints import checkpoint_of
 from hpsearch.study.storage import redact
 from hpsearch.trial.objective import BUILTIN, load_objective

@@ -65,7 +65,7 @@ def resolve(path: str | Path, trial: int | None = None) -> Source:
     """A spec (its best trial, ``trial``, or its fixed values and the middle of its space: the log-middle of
     a log range, the middle of a linear one, the median of numeric choices, the first of other choices)
     or an exported CONFIG.yaml."""
-    from hpsearch.spec.loader import read_yaml
+    from hpsearch.spec.safe_yaml import read_yaml
 
     where = str(path)
     doc = read_yaml(where)
@@ -122,7 +122,7 @@ def _study_or_none(spec: Any, must: bool) -> Any:
 
 def parse_compare(items: list[str]) -> list[dict[str, Any]]:
     """``["amp=off,bf16", "channels_last=false,true"]`` -> every combination, in order."""
-    from hpsearch.spec.loader import parse_value
+    from hpsearch.spec.safe_yaml import parse_value
 
     axes: dict[str, list[Any]] = {}
     for item in items:

@@ -28,7 +28,7 @@ import yaml
 from hpsearch.base.errors import UserError
 from hpsearch.base.text import fmt
 from hpsearch.reading.export import apply_config_overrides, check_config
-from hpsearch.spec.loader import load_limited
+from hpsearch.spec.safe_yaml import load_limited
 
 REQUIRED = ("objective", "config", "metric")
 RUN_FILES = ("checkpoint.pt", "checkpoint.tmp", "history.jsonl", "metrics.json", "model.pt", "model_last.pt", "config.yaml")
