@@ -9,7 +9,7 @@
 Arrays are read once per process while their file is unchanged (same size and modification
 time), so the trials a worker runs one after another share them; they are read-only (copy
 before writing into them). The same readers feed the built-in objective
-(hpsearch/parts/data.py). Importing this module does not import torch; the functions do.
+(hpsearch/parts/datasets/). Importing this module does not import torch; the functions do.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def read_idx(path: str | Path) -> np.ndarray:
     images as N×H×W uint8, labels as N uint8. Raises ValueError naming the file when it is not one."""
     import gzip
 
-    from hpsearch.parts.data import read_idx as read
+    from hpsearch.parts.datasets import read_idx as read
 
     found = Path(path)
     with (gzip.open if found.suffix == ".gz" else open)(found, "rb") as f:
@@ -43,7 +43,7 @@ def read_idx(path: str | Path) -> np.ndarray:
 def load_mnist(root: str | Path = "data") -> Arrays:
     """MNIST's (train images, train labels, test images, test labels) from the first folder holding
     the four idx files (each .gz or not): ``root/mnist``, ``root/MNIST/raw``, ``root``."""
-    from hpsearch.parts.data import MNIST
+    from hpsearch.parts.datasets import MNIST
 
     return _load(MNIST, root)
 
@@ -51,13 +51,13 @@ def load_mnist(root: str | Path = "data") -> Arrays:
 def load_fashion_mnist(root: str | Path = "data") -> Arrays:
     """Fashion-MNIST as ``load_mnist``: ``root/fashion-mnist``, ``root/FashionMNIST/raw``, ``root``,
     then Debian's /usr/share/datasets/fashion-mnist."""
-    from hpsearch.parts.data import FASHION_MNIST
+    from hpsearch.parts.datasets import FASHION_MNIST
 
     return _load(FASHION_MNIST, root)
 
 
 def _load(dataset: Any, root: str | Path) -> Arrays:
-    from hpsearch.parts.data import read_idx as read
+    from hpsearch.parts.datasets import read_idx as read
 
     config = {"data_root": str(root), "dataset": dataset.folder}
     files = dataset.files(config)
@@ -85,7 +85,7 @@ def stratified_subset(labels: Any, n: int, seed: int = 0) -> np.ndarray:
     import torch
 
     tensor = torch.from_numpy(np.array(labels, dtype=np.int64))  # a copy: the cached labels are read-only
-    from hpsearch.parts.data import subsample_index
+    from hpsearch.parts.datasets import subsample_index
 
     index: np.ndarray = subsample_index(len(tensor), tensor, n, seed, "n").numpy()
     return index

@@ -97,8 +97,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hpsearch.parts.data import Data, build_data, prepare_dataset
 from hpsearch.parts.data_parallel import local_device, rank_world, shard, wrap
+from hpsearch.parts.datasets import Data, build_data, prepare_dataset
 from hpsearch.parts.early_stopping import EarlyStopping
 from hpsearch.parts.loop import amp_dtype, evaluate, grad_scaler, prepare_process, train_epoch
 from hpsearch.parts.models import build_model, is_convnet

@@ -14,7 +14,7 @@ import torch
 import yaml
 
 from hpsearch.objectives.image_classification import train, validate
-from hpsearch.parts.data import DATASETS
+from hpsearch.parts.datasets import DATASETS
 from hpsearch.spec.loader import load_spec
 from tests.conftest import ROOT
 
@@ -74,7 +74,7 @@ def test_the_searched_metric_comes_back_from_one_short_trial(path: Path) -> None
 
 
 def test_the_quickstart_header_states_the_real_split() -> None:
-    from hpsearch.parts.data import build_data
+    from hpsearch.parts.datasets import build_data
 
     spec = load_spec(ROOT / "spaces" / "quickstart.yaml")
     config = spec.config_for(spec.tree.representative_configs()[0])

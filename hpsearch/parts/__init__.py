@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from hpsearch.parts.data import DATASETS, build_data
-from hpsearch.parts.defaults import DEFAULTS
+from hpsearch.parts.datasets import DATASETS, build_data
 from hpsearch.parts.loop import evaluate, train_epoch
 from hpsearch.parts.models import MODELS, build_model
 from hpsearch.parts.optim import OPTIMIZERS, build_optimizer
 from hpsearch.parts.schedules import SCHEDULES, build_scheduler, lr_factor
+from hpsearch.parts.settings import DEFAULTS
 from hpsearch.parts.validate import validate
 
 __all__ = [

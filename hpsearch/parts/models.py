@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hpsearch.parts.defaults import setting
 from hpsearch.parts.names import unknown_name
+from hpsearch.parts.settings import setting
 
 ImageShape = tuple[int, int, int]  # C, H, W
 ModelBuilder = Callable[[int, ImageShape, dict[str, Any]], nn.Module]

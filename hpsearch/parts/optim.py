@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from hpsearch.parts.defaults import setting
+from hpsearch.parts.settings import setting
 
 OptimizerBuilder = Callable[[list[dict[str, Any]], dict[str, Any], bool], torch.optim.Optimizer]
 

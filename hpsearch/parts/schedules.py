@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from hpsearch.parts.defaults import setting
+from hpsearch.parts.settings import setting
 
 # name -> f(progress 0..1 after warmup, steps since warmup, curve) -> lr multiplier
 Schedule = Callable[[float, int, "LrCurve"], float]

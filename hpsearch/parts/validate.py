@@ -9,14 +9,14 @@ from typing import Any
 
 import torch
 
-from hpsearch.parts.data import dataset_problems
-from hpsearch.parts.defaults import DEFAULTS as DEFAULTS  # the objective's defaults; validate.DEFAULTS is the public name
+from hpsearch.parts.datasets import dataset_problems
 from hpsearch.parts.early_stopping import early_stopping_problems
 from hpsearch.parts.loop import AMP_MODES
 from hpsearch.parts.models import model_problems
 from hpsearch.parts.names import hint, unknown_name
 from hpsearch.parts.optim import OPTIMIZERS
 from hpsearch.parts.schedules import SCHEDULES
+from hpsearch.parts.settings import DEFAULTS as DEFAULTS  # the objective's defaults; validate.DEFAULTS is the public name
 
 # key: (integer?, low, high, low_inclusive, high_inclusive); None values are left to defaults.
 _RANGES: dict[str, tuple[bool, float | None, float | None, bool, bool]] = {

@@ -108,7 +108,7 @@ def targets(spec: Spec) -> list[Target]:
             f"{spec.path}: objective: lr-find drives the built-in objective ({BUILTIN}) step by step; "
             f"{spec.objective} is a black box to it (set the lr range by hand, or search a wide log range)"
         )
-    from hpsearch.parts.defaults import setting
+    from hpsearch.parts.settings import setting
 
     top = spec.tree.params.get("optimizer")
     if isinstance(top, Choice):

@@ -11,16 +11,9 @@ import torch
 from PIL import Image
 
 from hpsearch.objectives.image_classification import train
-from hpsearch.parts import data as data_module
-from hpsearch.parts.data import (
-    BatchTransform,
-    Split,
-    TensorLoader,
-    build_data,
-    cutout,
-    random_crop,
-    random_hflip,
-)
+from hpsearch.parts.datasets import formats
+from hpsearch.parts.datasets.loaders import BatchTransform, TensorLoader, build_data, cutout, random_crop, random_hflip
+from hpsearch.parts.datasets.splits import Split
 
 CPU = torch.device("cpu")
 TINY = {"model": "mlp", "mlp_hidden": [16], "batch_size": 8, "epochs": 1, "evaluate_test": True}
@@ -117,7 +110,7 @@ def test_cifar100_files_load_with_fine_labels(tmp_path: Path, reporter_cls) -> N
 def no_system_datasets(tmp_path: Path, monkeypatch) -> Path:
     """Debian's /usr/share/datasets stands in as an empty folder, so these tests read only their own files."""
     system = tmp_path / "usr-share-datasets"
-    monkeypatch.setattr(data_module, "SYSTEM_DATASETS", system)
+    monkeypatch.setattr(formats, "SYSTEM_DATASETS", system)
     return system
 
 
@@ -197,7 +190,7 @@ DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
 
 @pytest.mark.skipif(not DEBIAN_FASHION.is_dir(), reason=f"{DEBIAN_FASHION} absent: apt-get install dataset-fashion-mnist")
 def test_debian_fashion_mnist_on_a_subset_has_the_published_statistics_and_learns(tmp_path: Path, monkeypatch, reporter_cls) -> None:
-    monkeypatch.setattr(data_module, "SYSTEM_DATASETS", DEBIAN_FASHION.parent)
+    monkeypatch.setattr(formats, "SYSTEM_DATASETS", DEBIAN_FASHION.parent)
     config = {
         "dataset": "fashion_mnist",
         "data_root": str(tmp_path),
@@ -251,7 +244,7 @@ def test_val_and_test_subsets_leave_the_other_splits_alone() -> None:
 def test_carving_subsets_in_one_copy_keeps_the_very_images_of_carve_then_subsample(train_n, val_n) -> None:
     """build_data indexes the loaded split once (carve_subsets); the images must be those the
     two-step carve + subsample picks, so earlier studies' subsets stay the same."""
-    from hpsearch.parts.data import carve, carve_subsets, subsample
+    from hpsearch.parts.datasets import carve, carve_subsets, subsample
 
     gen = torch.Generator().manual_seed(0)
     data = Split(torch.randint(0, 256, (1000, 1, 4, 4), dtype=torch.uint8, generator=gen), torch.randint(0, 10, (1000,), generator=gen))

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from hpsearch.objectives.image_classification import validate
-from hpsearch.parts import data as data_module
+from hpsearch.parts.datasets import formats
 
 
 def test_default_config_is_valid() -> None:
@@ -72,7 +72,7 @@ def test_missing_cifar10_says_where_it_looked_and_how_to_get_it(tmp_path: Path, 
     def load(config: dict) -> None:
         raise AssertionError("validate loaded the data")  # path checks only, no loading
 
-    monkeypatch.setitem(data_module.DATASETS, "cifar10", dataclasses.replace(data_module.DATASETS["cifar10"], load=load))
+    monkeypatch.setitem(formats.DATASETS, "cifar10", dataclasses.replace(formats.DATASETS["cifar10"], load=load))
     [message] = validate({"dataset": "cifar10", "data_root": str(tmp_path)})
     assert f"cifar10: no data under {tmp_path / 'cifar-10-batches-py'}" in message
     assert "set fixed.download: true to download it, or place the extracted archive there" in message
@@ -91,7 +91,7 @@ def test_missing_imagefolder_names_the_layout(tmp_path: Path) -> None:
 
 
 def test_missing_fashion_mnist_names_every_folder_it_tried(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(data_module, "SYSTEM_DATASETS", tmp_path / "system")
+    monkeypatch.setattr(formats, "SYSTEM_DATASETS", tmp_path / "system")
     [message] = validate({"dataset": "fashion_mnist", "data_root": str(tmp_path / "data")})
     tried = [
         tmp_path / "data" / "fashion-mnist",

@@ -1,74 +1,31 @@
-"""Datasets, seeded splits, and loaders that augment whole batches on the device.
+"""One reader per on-disk format: IDX (MNIST, Fashion-MNIST), CIFAR pickles, ImageFolder,
+scikit-learn's digits, synthetic; the `DATASETS` registry the spec and the recipe read.
 
-Small datasets (digits, MNIST, CIFAR, synthetic) live in memory as uint8 N×C×H×W tensors,
-on the GPU when there is one; a `TensorLoader` slices shuffled batches from them and runs
-crop/flip/cutout on the batch, so an epoch costs no Python per sample. Datasets that must
-stream (imagefolder) decode in DataLoader workers and get the same batch transform after a
-non-blocking copy. Training loaders drop the last incomplete optimizer step (a group of
-`accum_steps` micro-batches) so every step sees exactly batch_size*accum_steps samples.
 MNIST and Fashion-MNIST are read straight from their idx files (gzipped or not), offline from
-Debian's /usr/share/datasets when data_root has none. `train_subset`/`val_subset`/`test_subset`
-keep a seeded, class-stratified part of a split, for fast search rungs.
-
-Longer than 500 lines on purpose: one reader per on-disk format (IDX, CIFAR pickles,
-ImageFolder, digits, synthetic) beside the in-memory split, subset and augmentation path they
-all feed; the readers are small and share that path.
+Debian's /usr/share/datasets when data_root has none.
 """
 
 from __future__ import annotations
 
 import functools
 import gzip
-import hashlib
 import importlib.util
-import itertools
 import math
-import multiprocessing
 import pickle
 import shutil
 import socket
 import struct
-from collections.abc import Callable, Iterator, Sized
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset, Subset
 
-from hpsearch.parts.defaults import setting
+from hpsearch.parts.datasets.splits import Split, Splits, carve
 from hpsearch.parts.names import unknown_name
-
-Batch = tuple[torch.Tensor, torch.Tensor]
-
-
-@dataclass
-class Split:
-    images: torch.Tensor  # uint8, N×C×H×W
-    labels: torch.Tensor  # int64, N
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def subset(self, index: torch.Tensor) -> Split:
-        return Split(self.images[index], self.labels[index])
-
-    def to(self, device: torch.device) -> Split:
-        return Split(self.images.to(device), self.labels.to(device))
-
-
-@dataclass
-class Splits:
-    """What a dataset loader returns, before the validation split is carved out."""
-
-    train: Split | Dataset[Any]
-    test: Split | Dataset[Any] | None
-    num_classes: int
-    image_shape: tuple[int, int, int]  # C, H, W as the model sees it
-    mean: tuple[float, ...]  # per channel, on the 0..1 scale
-    std: tuple[float, ...]
+from hpsearch.parts.settings import setting
 
 
 @dataclass(frozen=True)
@@ -80,94 +37,9 @@ class DatasetInfo:
     fetch: Callable[[dict[str, Any]], str | None] | None = None  # download: true, before a study starts; message or None
 
 
-# ---------------------------------------------------------------------------- splits
-
-
-def carve(data: Split | Dataset[Any], fraction: float, seed: int) -> tuple[Any, Any]:
-    """Seeded (rest, held_out) split; held_out has round(n*fraction) items, at least 1."""
-    rest_idx, held_idx = carve_index(_size(data), fraction, seed)
-    if isinstance(data, Split):
-        return data.subset(rest_idx), data.subset(held_idx)
-    return Subset(data, rest_idx.tolist()), Subset(data, held_idx.tolist())
-
-
-def carve_index(n: int, fraction: float, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    held = min(n - 1, max(1, round(n * fraction)))
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    return perm[held:].sort().values, perm[:held].sort().values
-
-
-def subsample(data: Split | Dataset[Any], n: int | None, seed: int, what: str) -> Any:
-    """The first `n` items of a seeded class-stratified order; None keeps everything.
-
-    Each class contributes in proportion to its share (within one image), and for one seed a
-    smaller subset is contained in a larger one. Datasets without known labels get a seeded
-    random sample.
-    """
-    if n is None:
-        return data
-    index = subsample_index(_size(data), _labels(data), n, seed, what)
-    return data.subset(index) if isinstance(data, Split) else Subset(data, index.tolist())
-
-
-def subsample_index(size: int, labels: torch.Tensor | None, n: int, seed: int, what: str) -> torch.Tensor:
-    if n > size:
-        raise ValueError(f"{what}={n} is more than the {size} images in that split")
-    order = torch.randperm(size, generator=torch.Generator().manual_seed(seed))
-    if labels is not None:
-        labels = labels[order]
-        counts = torch.bincount(labels).double()
-        rank = torch.empty(len(labels), dtype=torch.double)  # position of each item within its class, 0-based
-        for c in torch.unique(labels):
-            where = (labels == c).nonzero().squeeze(1)
-            rank[where] = torch.arange(len(where), dtype=torch.double)
-        order = order[torch.sort((rank + 0.5) / counts[labels], stable=True).indices]
-    return order[:n].sort().values
-
-
-def carve_subsets(data: Split | Dataset[Any], fraction: float, seed: int, train_n: int | None, val_n: int | None) -> tuple[Any, Any]:
-    """``subsample(carve(...))`` for the train and validation parts, the same items; a Split's
-    images are copied once, for the items kept (carving first copied the whole 54,000-image
-    Fashion-MNIST train split, 42 MB, on every trial: 14 ms a copy)."""
-    if not isinstance(data, Split):
-        train, val = carve(data, fraction, seed)
-        return subsample(train, train_n, seed, "train_subset"), subsample(val, val_n, seed, "val_subset")
-    labels = data.labels.cpu()
-    key = (hashlib.blake2b(labels.numpy().tobytes(), digest_size=16).digest(), fraction, seed, train_n, val_n)
-    if key not in _CARVED:
-        parts = []
-        for index, n, what in zip(carve_index(len(data), fraction, seed), (train_n, val_n), ("train_subset", "val_subset"), strict=True):
-            parts.append(index if n is None else index[subsample_index(len(index), labels[index], n, seed, what)])
-        if len(_CARVED) >= 16:  # a process serves one or two datasets; bound it all the same
-            _CARVED.pop(next(iter(_CARVED)))
-        _CARVED[key] = (parts[0], parts[1])
-    train, val = _CARVED[key]
-    return data.subset(train), data.subset(val)
-
-
-_CARVED: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = {}  # (labels' hash, fraction, seed, n, n) -> indices
-
-
-def _size(data: Split | Dataset[Any]) -> int:
-    if not isinstance(data, Sized):  # Split, Subset and ImageFolder are; torch's Dataset type does not say so
-        raise TypeError(f"{type(data).__name__} has no len()")
-    return len(data)
-
-
-def _labels(data: Split | Dataset[Any]) -> torch.Tensor | None:
-    if isinstance(data, Split):
-        return data.labels.cpu()
-    if isinstance(data, Subset) and hasattr(data.dataset, "targets"):  # carve()'s split of an ImageFolder
-        return torch.as_tensor(data.dataset.targets)[torch.as_tensor(data.indices)]
-    return None
-
-
 def _channel_stats(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
     x = images.float() / 255
     return tuple(x.mean((0, 2, 3)).tolist()), tuple(x.std((0, 2, 3)).tolist())
-
-
-# -------------------------------------------------------------------------- datasets
 
 
 def _root(config: dict[str, Any]) -> Path:
@@ -179,6 +51,8 @@ def _where(path: Path) -> str:
 
 
 _FETCHED: dict[tuple[str, ...], str | None] = {}  # fetch_once's outcomes in this process
+
+
 DOWNLOAD_TIMEOUT_S = 30  # per socket operation: a host that stopped answering, not a slow download
 
 
@@ -316,7 +190,10 @@ CIFAR10 = _Cifar(
     (0.2470, 0.2435, 0.2616),
     "CIFAR10",
 )
+
+
 CIFAR100 = _Cifar("cifar-100-python", ("train",), "test", 100, (0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762), "CIFAR100")
+
 
 _IDX_STEMS = (  # each read as <stem>.gz or <stem>
     "train-images-idx3-ubyte",
@@ -324,7 +201,11 @@ _IDX_STEMS = (  # each read as <stem>.gz or <stem>
     "t10k-images-idx3-ubyte",
     "t10k-labels-idx1-ubyte",
 )
+
+
 _IDX_MAGIC = {3: 2051, 1: 2049}  # images (N×H×W) and labels (N) of unsigned bytes: 0x0000_08_<ndim>
+
+
 SYSTEM_DATASETS = Path("/usr/share/datasets")  # where Debian's dataset-* packages install
 
 
@@ -424,7 +305,10 @@ def _idx_split(images_file: Path, labels_file: Path) -> Split:
 
 
 MNIST = _Mnist("MNIST", "mnist", None, 0.1307, 0.3081)
+
+
 FASHION_MNIST = _Mnist("FashionMNIST", "fashion-mnist", "dataset-fashion-mnist", 0.2860, 0.3530)
+
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -495,188 +379,3 @@ def prepare_dataset(config: dict[str, Any]) -> list[str]:
         return []
     problem = info.fetch(config)
     return [problem] if problem else []
-
-
-# ------------------------------------------------------------------- augmentation
-
-
-def random_crop(x: torch.Tensor, padding: int) -> torch.Tensor:
-    """Zero-pad by `padding` pixels, then cut each image at its own random offset."""
-    n, c, h, w = x.shape
-    padded = F.pad(x, (padding,) * 4)
-    dy, dx = torch.randint(0, 2 * padding + 1, (2, n, 1), device=x.device)
-    rows = (dy + torch.arange(h, device=x.device))[:, None, :, None]  # n,1,h,1
-    cols = (dx + torch.arange(w, device=x.device))[:, None, None, :]  # n,1,1,w
-    batch = torch.arange(n, device=x.device)[:, None, None, None]
-    channel = torch.arange(c, device=x.device)[None, :, None, None]
-    return padded[batch, channel, rows, cols]
-
-
-def random_hflip(x: torch.Tensor) -> torch.Tensor:
-    flip = torch.rand(x.shape[0], device=x.device) < 0.5
-    return torch.where(flip[:, None, None, None], x.flip(3), x)
-
-
-def cutout(x: torch.Tensor, size: int) -> torch.Tensor:
-    """Zero (= dataset mean after normalizing) one size×size square per image, centre uniform."""
-    n, _, h, w = x.shape
-    cy = torch.randint(0, h, (n, 1), device=x.device) - size // 2
-    cx = torch.randint(0, w, (n, 1), device=x.device) - size // 2
-    ys, xs = torch.arange(h, device=x.device), torch.arange(w, device=x.device)
-    in_rows = (ys >= cy) & (ys < cy + size)  # n,h
-    in_cols = (xs >= cx) & (xs < cx + size)  # n,w
-    return x.masked_fill((in_rows[:, :, None] & in_cols[:, None, :])[:, None], 0.0)
-
-
-@dataclass
-class BatchTransform:
-    """uint8 batch on the device -> normalized float batch, augmented when training."""
-
-    mean: tuple[float, ...]
-    std: tuple[float, ...]
-    crop_padding: int = 0
-    hflip: bool = False
-    cutout: int = 0
-    channels_last: bool = False
-    _cache: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict, repr=False)
-
-    def _affine(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-channel scale and offset, built once per device: a host->GPU copy would sync."""
-        if device not in self._cache:
-            scale = torch.tensor([1 / (255 * s) for s in self.std])[:, None, None]
-            offset = torch.tensor([-m / s for m, s in zip(self.mean, self.std, strict=True)])[:, None, None]
-            self._cache[device] = (scale.to(device), offset.to(device))
-        return self._cache[device]
-
-    def __call__(self, x: torch.Tensor, train: bool) -> torch.Tensor:
-        if train and self.crop_padding > 0:
-            x = random_crop(x, self.crop_padding)
-        if train and self.hflip:
-            x = random_hflip(x)
-        scale, offset = self._affine(x.device)
-        x = torch.addcmul(offset, x.float(), scale)  # (x/255 - mean)/std in one kernel
-        if train and self.cutout > 0:
-            x = cutout(x, self.cutout)
-        return x.contiguous(memory_format=torch.channels_last) if self.channels_last else x
-
-
-# ------------------------------------------------------------------------ loaders
-
-
-class TensorLoader:
-    """Shuffled batches sliced from device tensors; shuffling draws from the global RNG."""
-
-    def __init__(self, split: Split, batch_size: int, transform: BatchTransform, *, train: bool, group: int = 1) -> None:
-        self.split, self.batch_size, self.transform, self.train = split, batch_size, transform, train
-        self.group = group  # training keeps whole groups of `group` full batches (one optimizer step)
-
-    def __len__(self) -> int:
-        n = len(self.split)
-        if self.train:
-            return n // (self.batch_size * self.group) * self.group
-        return -(-n // self.batch_size)
-
-    def __iter__(self) -> Iterator[Batch]:
-        device = self.split.labels.device
-        n = len(self.split)
-        order = torch.randperm(n, device=device) if self.train else torch.arange(n, device=device)
-        for b in range(len(self)):
-            index = order[b * self.batch_size : (b + 1) * self.batch_size]
-            yield self.transform(self.split.images[index], self.train), self.split.labels[index]
-
-
-class StreamLoader:
-    """DataLoader for datasets decoded per sample; batch transform runs on the device."""
-
-    def __init__(
-        self,
-        dataset: Dataset[Any],
-        batch_size: int,
-        transform: BatchTransform,
-        device: torch.device,
-        *,
-        train: bool,
-        group: int = 1,
-        num_workers: int = 2,
-    ) -> None:
-        self.loader = DataLoader(
-            dataset,
-            batch_size=batch_size,
-            shuffle=train,
-            drop_last=train,
-            num_workers=num_workers,
-            pin_memory=device.type == "cuda",
-            persistent_workers=num_workers > 0,
-        )
-        self.batch_size, self.transform, self.device, self.train = batch_size, transform, device, train
-        self.group = group
-
-    def __len__(self) -> int:
-        n = len(self.loader)
-        return n // self.group * self.group if self.train else n
-
-    def __iter__(self) -> Iterator[Batch]:
-        for x, y in itertools.islice(self.loader, len(self)):
-            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-            yield self.transform(x, self.train), y
-
-
-Loader = TensorLoader | StreamLoader
-
-
-@dataclass
-class Data:
-    train: Loader
-    val: Loader
-    test: Loader | None
-    num_classes: int
-    image_shape: tuple[int, int, int]
-    transform: BatchTransform  # shared by all loaders; set .channels_last once the model is known
-
-
-def build_data(config: dict[str, Any], device: torch.device) -> Data:
-    """Load `config["dataset"]`, carve the seeded validation split, and wrap loaders."""
-    info = DATASETS[setting(config, "dataset")]
-    splits = info.load(config)
-    seed = int(setting(config, "split_seed"))
-    train, val = carve_subsets(
-        splits.train, float(setting(config, "val_fraction")), seed, config.get("train_subset"), config.get("val_subset")
-    )
-    test = subsample(splits.test, config.get("test_subset"), seed, "test_subset") if splits.test is not None else None
-    transform = BatchTransform(
-        splits.mean,
-        splits.std,
-        crop_padding=int(_or(config.get("aug_crop_padding"), info.crop_padding)),
-        hflip=bool(_or(config.get("aug_hflip"), info.hflip)),
-        cutout=int(config.get("aug_cutout") or 0),
-    )
-    batch_size, group = int(setting(config, "batch_size")), int(setting(config, "accum_steps"))
-    eval_batch = int(config.get("eval_batch_size") or 2 * batch_size)
-
-    def loader(data: Split | Dataset[Any], train: bool) -> Loader:
-        size = batch_size if train else eval_batch
-        if isinstance(data, Split):
-            return TensorLoader(data.to(device), size, transform, train=train, group=group)
-        workers = int(_or(config.get("num_workers"), 2))
-        if multiprocessing.current_process().daemon:  # daemonic trial workers may not fork children
-            workers = 0
-        return StreamLoader(data, size, transform, device, train=train, group=group, num_workers=workers)
-
-    data = Data(
-        loader(train, True),
-        loader(val, False),
-        loader(test, False) if test is not None else None,
-        splits.num_classes,
-        splits.image_shape,
-        transform,
-    )
-    if len(data.train) == 0:
-        raise ValueError(
-            f"{config.get('dataset')}: {len(train)} training samples are fewer than one optimizer step "
-            f"(batch_size*accum_steps = {batch_size * group}); lower batch_size or accum_steps"
-        )
-    return data
-
-
-def _or(value: Any, default: Any) -> Any:
-    return default if value is None else value
