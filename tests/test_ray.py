@@ -160,7 +160,7 @@ def test_pbt_checkpoints_travel_with_their_epoch_whichever_order_the_objective_u
     import torch
     from ray import tune
 
-    from hpsearch.engine.ray import RayReporter
+    from hpsearch.engine.ray.trial import RayReporter
 
     sent: list[tuple[int, int | None]] = []
 
@@ -200,7 +200,8 @@ def test_pbt_checkpoints_travel_with_their_epoch_whichever_order_the_objective_u
 def test_pbt_perturbs_top_level_parameters_and_keeps_each_trials_optuna_number(tmp_path):
     from types import SimpleNamespace
 
-    from hpsearch.engine.ray import KEY, build_scheduler
+    from hpsearch.engine.ray.search import build_scheduler
+    from hpsearch.engine.ray.trial import KEY
 
     spec_path = tmp_path / "pbt.yaml"
     spec_path.write_text(f"""
@@ -224,7 +225,7 @@ space:
 
 
 def test_trial_resources_follow_the_spec_and_the_cluster():
-    from hpsearch.engine.ray import concurrent_trials, trial_resources
+    from hpsearch.engine.ray.cluster import concurrent_trials, trial_resources
     from hpsearch.spec.loader import Spec
 
     shared = Spec(study="r", resources={"trials_per_gpu": 2, "cpus_per_trial": 0.5})
@@ -275,7 +276,8 @@ space:
 def test_an_outcome_reads_back_from_ray_error_text_whatever_the_quoting():
     """Ray's error text may hold the message as a repr: with a ' in the reason, the repr escapes
     the JSON's double quotes (a misnamed metric's reason crashed the driver that way)."""
-    from hpsearch.engine.ray import Recorder, ended_text
+    from hpsearch.engine.ray.recorder import Recorder
+    from hpsearch.engine.ray.trial import ended_text
 
     ended = {"state": "failed", "reason": "failed: the first report has no 'score' (the spec's metric:)", "contract_error": True}
     for error in (ended_text(ended), repr(RuntimeError(ended_text(ended))), f"Traceback ...\nTrialEnded: {ended_text(ended)!r}\n"):

@@ -32,6 +32,7 @@ from hpsearch.engine.devices import FAKE_GPUS_ENV, THREADS_ENV, Slot, gpu_memory
 from hpsearch.engine.packing import Packer
 from hpsearch.study.claim import ClaimLock
 from hpsearch.study.counts import CLAIMED, completed_at, failures_in_a_row, finished_count, own_counts, reason
+from hpsearch.study.deaths import out_of_memory, slot_crash
 from hpsearch.study.liveness import WORKER, fail_trials_of, note_stopped, worker_name
 from hpsearch.study.open import open_study
 from hpsearch.study.progress import Progress
@@ -273,7 +274,7 @@ class Watch:
             if rc == STOPPED and not self.stopping:
                 self.stop(f"slot {e.slot.index}: {e.last_line}")
                 continue
-            text = why or crash_reason(rc, e.last_line)
+            text = why or slot_crash(rc, e.last_line)
             fail_trials_of(self.study, e.worker, text, retry_them=True)
             if why is not None or self.stopping or e.slot.index in self.retiring:
                 continue
@@ -317,7 +318,7 @@ class Watch:
                 self.packed.add(t.number)
                 self.packer.measured(t.user_attrs.get("peak_mem_mb"), t.user_attrs.get("config") or {})
                 devices = self.pool.placed[worker].devices
-                if out_of_memory(t) and devices:
+                if out_of_memory(t.user_attrs) and devices:
                     self.packer.out_of_memory(devices[0], len(self.on_gpu(devices[0])))
         if self.packer.update() is not None:
             for line in self.packer.lines():
@@ -360,13 +361,6 @@ def claimed_config(spec: Spec, trial: FrozenTrial) -> dict[str, Any]:
         return config if isinstance(config, dict) else {}
 
 
-def out_of_memory(trial: FrozenTrial) -> bool:
-    """Retried with a smaller micro-batch, or failed on it (also "failed: OutOfMemoryError: CUDA out of memory ...");
-    not a slot process killed by SIGKILL ("(out of memory?)": the host's memory, if anything)."""
-    text = str(trial.user_attrs.get("reason", ""))
-    return bool(trial.user_attrs.get("oom_retries")) or ("out of memory" in text.lower() and not text.startswith("failed: slot process"))
-
-
 def packer_for(spec: Spec, slots: list[Slot]) -> tuple[Packer | None, str | None]:
     """The packer of a ``trials_per_gpu: auto`` run on GPUs, or a line saying why it runs one slot per GPU."""
     r = spec.resources
@@ -378,13 +372,6 @@ def packer_for(spec: Spec, slots: list[Slot]) -> tuple[Packer | None, str | None
     if missing:
         return None, f"no memory reading for GPU {', '.join(missing)}: trials_per_gpu: auto runs one slot per GPU"
     return Packer(names, [probes[n] for n in names], r.memory_margin, r.trials_per_gpu_max, r.workers), None
-
-
-def crash_reason(rc: int, last_line: str) -> str:
-    if rc < 0:
-        name = signal.Signals(-rc).name
-        return f"failed: slot process killed by {name}" + (" (out of memory?)" if name == "SIGKILL" else "")
-    return f"failed: slot process exited with status {rc}" + (f" ({last_line})" if last_line else "")
 
 
 def watch_parent(parent: int) -> None:

@@ -33,6 +33,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.base.errors import StorageUnreachable, UserError
+from hpsearch.study.deaths import no_heartbeat, pid_gone
 from hpsearch.study.storage import OUTAGE, end_trial, set_attrs, storage_of, study_id, trial_id
 
 
@@ -211,7 +212,7 @@ class Observer:
             who = t.system_attrs.get(PROCESS)
             verdict = local_verdict(who)
             if verdict is False and isinstance(who, dict):  # local_verdict says False only for a local identity
-                dead.append(Dead(t, stop_note(self.study_dir, who) or f"failed: process died (pid {who['pid']} on {HOST} is gone)"))
+                dead.append(Dead(t, stop_note(self.study_dir, who) or pid_gone(who["pid"], HOST)))
                 continue
             beat = t.system_attrs.get(BEAT)
             first = self.seen.get(t.number)
@@ -221,7 +222,7 @@ class Observer:
                     undecided.append(t)  # alive only once this process sees the beat move
             elif verdict is None:
                 if now - first[1] >= self.grace:
-                    dead.append(Dead(t, stop_note(self.study_dir, who) or f"failed: process died (no heartbeat for {self.grace:g} s)"))
+                    dead.append(Dead(t, stop_note(self.study_dir, who) or no_heartbeat(self.grace)))
                 else:
                     undecided.append(t)
         running_numbers = {t.number for t in running}
