@@ -7,9 +7,9 @@ OMP_WAIT_POLICY=PASSIVE and gives each slot its share of the cores. Runs alterna
 busy, busy, quiet, ...; the figure is the ratio of the median wall times. The busy loops
 start just before a busy run and are stopped (by pid) right after it.
 
-    .venv/bin/python bench/busy_machine.py                              # 8 trials, 2 repeats
-    .venv/bin/python bench/busy_machine.py --wait-policy ACTIVE         # what spinning OpenMP threads cost
-    .venv/bin/python bench/busy_machine.py --smoke
+    .venv/bin/python -m bench.busy_machine                              # 8 trials, 2 repeats
+    .venv/bin/python -m bench.busy_machine --wait-policy ACTIVE         # what spinning OpenMP threads cost
+    .venv/bin/python -m bench.busy_machine --smoke
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, TOY, Timer, interleave, load_average, median, parser, ratio, write_result
+from bench.common import ROOT, TOY, hpsearch_cli, interleave, load_average, median, parser, ratio, write_result
 
 GOAL = 3.0  # busy wall time at most this many times the quiet wall time
 
@@ -44,33 +44,12 @@ def busy_loops(n: int) -> Iterator[list[int]]:
 
 
 def run_cli(busy: int, trials: int, folder: Path, extra: list[str], wait_policy: str | None) -> dict[str, Any]:
-    study = f"busy{busy}-{time.monotonic_ns()}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "hpsearch.cli",
-        "run",
-        str(ROOT / "spaces" / "quickstart.yaml"),
-        "--quiet",
-        "--trials",
-        str(trials),
-        "--study",
-        study,
-        "--output",
-        str(folder),
-        "--set",
-        "budget.timeout=36000",
-    ]
-    cmd += [arg for s in extra for arg in ("--set", s)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if wait_policy:
-        env["OMP_WAIT_POLICY"] = wait_policy
+    args = ["run", str(ROOT / "spaces" / "quickstart.yaml"), "--quiet", "--trials", str(trials), "--output", str(folder)]
+    args += ["--study", f"busy{busy}-{time.monotonic_ns()}"]
     load = load_average()
-    with busy_loops(busy), Timer() as t:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=7200, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    return {"wall_s": t.s, "load_1min_before": load[0] if load else None}
+    with busy_loops(busy):
+        _, seconds = hpsearch_cli(*args, sets=["budget.timeout=36000", *extra], env={"OMP_WAIT_POLICY": wait_policy} if wait_policy else {})
+    return {"wall_s": seconds, "load_1min_before": load[0] if load else None}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,8 @@
-"""Shared by every bench script: machine description, interleaved timing, JSON results.
+"""Shared by the bench scripts: machine description, interleaved timing, hpsearch as a user runs
+it, JSON results. Standard library only at import: bench.tier_b_table runs where hpsearch is not
+installed.
 
-Each script writes bench/results/<name>.json (committed) with the keys below; run_all.py
+Each script writes bench/results/<name>.json (committed) with the keys below; bench.run_all
 renders BENCHMARKS.md from those files only, so every figure there has a rerunnable source.
 
     name, title, headline, command, date, duration_s, machine, smoke, goal, goal_met, figures, table, notes
@@ -8,21 +10,17 @@ renders BENCHMARKS.md from those files only, so every figure there has a rerunna
 Timings on a shared machine are noisy, so figures are ratios of variants measured side by
 side in one run: A, B, A, B, ... and the median of each.
 
-This is the only module bench scripts import from (they never import each other). Its
-sections: the machine and the result file; timing; the Fashion-MNIST task of bench/spaces/
-(searches cut at an epoch budget, retrains, best-so-far curves); trainings of one config with
-a boolean objective key off and on (denormals, fused_optimizer); a hand-written Optuna script
-on the toy objective (orchestration, growth).
+Its sections: the machine and the result file; timing; trainings of one config with a boolean
+objective key off and on (denormals, fused_optimizer); a hand-written Optuna script on the toy
+objective (orchestration, growth).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import hashlib
 import importlib.metadata
 import json
-import math
 import os
 import platform
 import shlex
@@ -32,8 +30,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Self
 
@@ -41,9 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 TOY = ROOT / "tests" / "fixtures" / "toy.py"
 BENCH_SPEC = ROOT / "bench" / "spaces" / "bench_fashion.yaml"  # the Fashion-MNIST task most CPU benchmarks train
-
-if str(ROOT) not in sys.path:  # `python bench/x.py` from anywhere imports hpsearch and objectives
-    sys.path.insert(0, str(ROOT))
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -96,17 +90,12 @@ def machine() -> dict[str, Any]:
     }
 
 
-def command() -> str:
-    rel = Path(sys.argv[0]).resolve()
-    try:
-        rel = rel.relative_to(ROOT)
-    except ValueError:
-        pass
-    return " ".join([".venv/bin/python", str(rel), *(shlex.quote(_from_root(a)) for a in sys.argv[1:])])
+def command(module: str, argv: Iterable[str] | None = None) -> str:
+    """``python -m MODULE ARGS`` as typed from the checkout's root (path arguments made relative to it)."""
+    return " ".join([".venv/bin/python -m", module, *(shlex.quote(_from_root(a)) for a in (sys.argv[1:] if argv is None else argv))])
 
 
 def _from_root(arg: str) -> str:
-    """A path argument as typed from the checkout's root, where the command line is shown to be run."""
     path = Path(arg)
     if arg.startswith("-") or not path.exists():
         return arg
@@ -116,26 +105,12 @@ def _from_root(arg: str) -> str:
         return arg
 
 
-def random_configs(spec_path: Path, n: int, seed: int) -> list[dict[str, Any]]:
-    """``n`` configs of the spec's space drawn by Optuna's RandomSampler(seed), with its fixed values."""
-    import optuna
-
-    from hpsearch.spec.loader import load_spec
-
-    spec = load_spec(spec_path, [])
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
-    out = []
-    for _ in range(n):
-        trial = study.ask()
-        spec.tree.suggest(trial)
-        study.tell(trial, 0.0)
-        out.append({**spec.fixed, **spec.tree.config_from_params(trial.params)})
-    return out
-
-
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
 
 
 def interleave(variants: dict[str, Callable[[int], dict[str, Any]]], repeats: int) -> dict[str, list[dict[str, Any]]]:
@@ -145,16 +120,11 @@ def interleave(variants: dict[str, Callable[[int], dict[str, Any]]], repeats: in
         order = list(variants) if r % 2 == 0 else list(reversed(variants))  # neither always goes first
         for name in order:
             runs[name].append(variants[name](r))
-            print(f"  repeat {r}: {name}: {_brief(runs[name][-1])}", flush=True)
+            brief = ", ".join(
+                f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in runs[name][-1].items() if not isinstance(v, list | dict)
+            )
+            print(f"  repeat {r}: {name}: {brief}", flush=True)
     return runs
-
-
-def _brief(m: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in m.items() if not isinstance(v, (list, dict)))
-
-
-def ratio(a: float, b: float) -> float:
-    return a / b if b else float("nan")
 
 
 class Timer:
@@ -164,6 +134,18 @@ class Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.s = time.perf_counter() - self.start
+
+
+def hpsearch_cli(*args: str, sets: Iterable[str] = (), env: dict[str, str] | None = None) -> tuple[str, float]:
+    """``hpsearch ARGS --set S ...`` in a fresh process from the checkout's root, as a user runs it:
+    its stdout and wall seconds. A failure stops the benchmark with the command and its output."""
+    cmd = [sys.executable, "-m", "hpsearch.cli", *args, *(a for s in sets for a in ("--set", s))]
+    with Timer() as t:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=7200, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    return proc.stdout, t.s
 
 
 def write_result(
@@ -180,12 +162,12 @@ def write_result(
     notes: list[str] | None = None,
     started: float | None = None,
 ) -> Path:
-    """`table` is {"columns": [...], "rows": [[...], ...]}; goal_met None means not measured."""
+    """bench/results/NAME.json of the script bench.NAME; `table` is {"columns": [...], "rows": [[...], ...]}; goal_met None: not measured."""
     result = {
         "name": name,
         "title": title,
         "headline": headline,  # one line for BENCHMARKS.md's summary table
-        "command": command(),
+        "command": command(f"bench.{name}"),
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - started, 1) if started is not None else None,
         "machine": machine(),
@@ -198,109 +180,9 @@ def write_result(
     }
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.json"
-    path.write_text(json.dumps(result, indent=2, default=_jsonable) + "\n")
+    path.write_text(json.dumps(result, indent=2, default=lambda v: v.item() if hasattr(v, "item") else str(v)) + "\n")
     print(f"wrote {path}")
     return path
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
-
-
-def fmt(value: Any, digits: int = 3) -> str:
-    if isinstance(value, float):
-        return f"{value:.{digits}g}" if abs(value) < 10**digits else f"{value:,.0f}"
-    return str(value)
-
-
-# ---------------------------------------------------------------------------- the Fashion-MNIST task: searches, retrains, curves
-
-WITHIN = 0.003  # "a best within 0.3 points" (val_acc is a share)
-
-
-@dataclass(frozen=True)
-class Setup:
-    budget: int  # epochs per search
-    epochs: int  # per trial, and for every retrain
-    fixed: dict[str, Any]  # overrides of the spec's fixed: (smoke: tiny subsets)
-    retrain: dict[str, Any]  # overrides for the retrain: the full train split, test images
-    ray_trials: int  # Ray cannot stop on an epoch budget: this many trials, cut at the budget afterwards
-
-
-def setup_for(smoke: bool, budget: int, epochs: int) -> Setup:
-    if smoke:
-        tiny = {"train_subset": 256, "val_subset": 200, "test_subset": 200, "epochs": 1}
-        return Setup(2, 1, tiny, {"train_subset": 512, "val_subset": 200, "test_subset": 200}, 0)
-    # ASHA (grace 2 epochs, rate 3, 6-epoch trials) spent 3.6-4.6 epochs a trial here; a spare trial or two, cut at the budget
-    return Setup(
-        budget, epochs, {"epochs": epochs}, {"train_subset": None, "val_subset": None, "test_subset": None}, math.ceil(budget / 3.3)
-    )
-
-
-@dataclass
-class Trial:
-    epochs: int  # reported epochs
-    value: float | None  # final val_acc of a completed trial
-    config: dict[str, Any] = field(default_factory=dict)
-
-
-def spec_overrides(setup: Setup, seed: int, folder: Path, extra: list[str], trials: int | None = None) -> list[str]:
-    """`trials` defaults to the budget: each trial runs at least an epoch, so the epoch budget ends the search first."""
-    sets = [f"output={folder}", f"study=sq-{seed}", f"sampler.seed={seed}", f"fixed.seed={seed}", f"budget.trials={trials or setup.budget}"]
-    sets += [f"fixed.{k}={json.dumps(v)}" for k, v in setup.fixed.items()]
-    return sets + extra
-
-
-class EpochCount:
-    """The minimal reporter of a hand-written script: the objective calls report() once per epoch."""
-
-    def __init__(self) -> None:
-        self.epochs, self.val_acc = 0, []
-
-    def report(self, epoch: int, metrics: dict[str, float]) -> None:
-        self.epochs = epoch
-        self.val_acc.append(metrics["val_acc"])
-
-
-def retrain(setup: Setup, config: dict[str, Any], cache: Path | None) -> tuple[float, float]:
-    """The best config on the full train split, `setup.epochs` epochs; test accuracy and seconds (0: from `cache`).
-
-    Searches with the same seed share their first trials (TPE draws its start-up trials from
-    RandomSampler(seed)), so they often pick the very same config; training is deterministic
-    (CPU, one thread, seeded), so such a config is retrained once and its result reused."""
-    from hpsearch.objectives.image_classification import train
-
-    full = {**config, **setup.retrain, "epochs": setup.epochs, "evaluate_test": True}
-    key = cache / (hashlib.sha256(json.dumps(full, sort_keys=True).encode()).hexdigest()[:16] + ".json") if cache else None
-    if key is not None and key.is_file():
-        return json.loads(key.read_text())["test_acc"], 0.0
-    with Timer() as t:
-        metrics = train(full, EpochCount())
-    if key is not None:
-        key.parent.mkdir(parents=True, exist_ok=True)
-        key.write_text(json.dumps({"test_acc": metrics["test_acc"], "config": full}))
-    return metrics["test_acc"], t.s
-
-
-def curve(trials: list[Trial]) -> list[tuple[int, float]]:
-    """(cumulative epochs, best val_acc so far) after each trial that completed."""
-    points, spent, best = [], 0, -math.inf
-    for t in trials:
-        spent += t.epochs
-        if t.value is not None and math.isfinite(t.value) and t.value > best:
-            best = t.value
-            points.append((spent, best))
-    return points
-
-
-def epochs_to(points: list[tuple[int, float]], target: float) -> int | None:
-    return next((e for e, v in points if v >= target - 1e-12), None)
-
-
-def pct(v: float | None) -> str:
-    return "-" if v is None or not math.isfinite(v) else f"{100 * v:.2f}"
 
 
 # ---------------------------------------------------------------------------- one config, a boolean objective key off and on
@@ -308,12 +190,26 @@ def pct(v: float | None) -> str:
 PAIR_COLUMNS = ["config", "what", "off s", "on s", "on / off", "val % off / on"]  # the table of pairs(), for either key
 
 
-def pair_configs(spec_path: Path, n: int, seed: int, smoke: bool) -> list[dict[str, Any]]:
+def pair_configs(n: int, seed: int, smoke: bool) -> list[dict[str, Any]]:
+    """``n`` configs of BENCH_SPEC's space drawn by Optuna's RandomSampler(seed), with its fixed values; training seed = index."""
+    import optuna
+
+    from hpsearch.spec.loader import load_spec
+
+    spec = load_spec(BENCH_SPEC, [])
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     tiny = {"train_subset": 256, "val_subset": 200, "epochs": 1} if smoke else {}
-    return [{**config, **tiny, "seed": i} for i, config in enumerate(random_configs(spec_path, n, seed))]
+    out = []
+    for i in range(n):
+        trial = study.ask()
+        spec.tree.suggest(trial)
+        study.tell(trial, 0.0)
+        out.append({**spec.fixed, **spec.tree.config_from_params(trial.params), **tiny, "seed": i})
+    return out
 
 
-def pairs(drawn: list[dict[str, Any]], group: str, key: str = "flush_denormal") -> tuple[list[dict[str, Any]], list[list[Any]]]:
+def pairs(drawn: list[dict[str, Any]], group: str, key: str) -> tuple[list[dict[str, Any]], list[list[Any]]]:
     """Each config trained with the boolean objective key ``key`` off and on, the order alternating per config."""
     per, rows = [], []
     for i, config in enumerate(drawn):
@@ -323,16 +219,9 @@ def pairs(drawn: list[dict[str, Any]], group: str, key: str = "flush_denormal") 
         per.append({"group": group, "config": config, "off": off, "on": on})
         opt = config["optimizer"]
         knob = f"beta2 {config['beta2']:.3f}" if opt == "adamw" else f"momentum {config['momentum']:.2f}"
-        rows.append(
-            [
-                f"{group} {i}",
-                f"{opt}, lr {config['lr']:.2g}, {knob}, batch {config['batch_size']}",
-                f"{off['s']:.2f}",
-                f"{on['s']:.2f}",
-                f"{ratio(on['s'], off['s']):.2f}",
-                f"{100 * off['val_acc']:.2f} / {100 * on['val_acc']:.2f}",
-            ]
-        )
+        what = f"{opt}, lr {config['lr']:.2g}, {knob}, batch {config['batch_size']}"
+        ratio_text, val = f"{ratio(on['s'], off['s']):.2f}", f"{100 * off['val_acc']:.2f} / {100 * on['val_acc']:.2f}"
+        rows.append([f"{group} {i}", what, f"{off['s']:.2f}", f"{on['s']:.2f}", ratio_text, val])
         print(f"  {rows[-1]}", flush=True)
     return per, rows
 
@@ -352,39 +241,29 @@ def pair_figures(per: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+class _LastValAcc:
+    """The minimal reporter of a hand-written script: the objective calls report() once per epoch."""
+
+    val_acc = float("nan")
+
+    def report(self, epoch: int, metrics: dict[str, float]) -> None:
+        self.val_acc = metrics["val_acc"]
+
+
 def train_with(config: dict[str, Any], key: str, value: bool) -> dict[str, float]:
     """One training of the built-in objective with ``key`` set to ``value``: seconds and the last val_acc."""
-    from hpsearch.objectives.image_classification import train
+    from objectives.image_classification import train
 
-    reporter = EpochCount()
+    reporter = _LastValAcc()
     with Timer() as t:
         train({**config, key: value}, reporter)
-    return {"s": t.s, "val_acc": reporter.val_acc[-1] if reporter.val_acc else float("nan")}
+    return {"s": t.s, "val_acc": reporter.val_acc}
 
 
 # ---------------------------------------------------------------------------- a hand-written Optuna script on the toy objective
 
 TOY_EPOCHS = 3  # reports per trial
-TOY_SPACE = """
-space:
-  lr: {float: [1.0e-4, 1.0], log: true}
-  optimizer:
-    choice:
-      sgd: {momentum: {float: [0.5, 0.99]}}
-      adamw: {beta1: {float: [0.8, 0.95]}}
-"""
 TOY_PRUNER = {"warmup_epochs": 1, "startup_trials": 5}  # hpsearch's defaults, spelled out for the Optuna script
-
-
-def toy_objective(path: str) -> Callable[..., dict[str, float]]:
-    """tests/fixtures/toy.py's objective, loaded by file path (no sys.path entry; also in a Ray worker)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("toy", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.objective
 
 
 def write_toy_spec(folder: Path, trials: int) -> Path:
@@ -396,9 +275,23 @@ def write_toy_spec(folder: Path, trials: int) -> Path:
         f"budget: {{trials: {trials}, max_failures: null}}\n"
         f"sampler: {{name: tpe, seed: 0}}\n"
         f"pruner: {{name: median, warmup_epochs: {TOY_PRUNER['warmup_epochs']}, startup_trials: {TOY_PRUNER['startup_trials']}}}\n"
-        f"fixed: {{epochs: {TOY_EPOCHS}}}\n" + TOY_SPACE
+        f"fixed: {{epochs: {TOY_EPOCHS}}}\n"
+        "space:\n  lr: {float: [1.0e-4, 1.0], log: true}\n  optimizer:\n    choice:\n"
+        "      sgd: {momentum: {float: [0.5, 0.99]}}\n      adamw: {beta1: {float: [0.8, 0.95]}}\n"
     )
     return spec
+
+
+def toy_objective() -> Callable[..., dict[str, float]]:
+    """tests/fixtures/toy.py's objective, loaded by file path (tests/ is no package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("toy", TOY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    objective: Callable[..., dict[str, float]] = module.objective
+    return objective
 
 
 class _OptunaReporter:
@@ -427,15 +320,15 @@ def sqlite_like_hpsearch(path: Path) -> None:
     event.listen(Engine, "connect", lambda conn, _record: conn.execute("PRAGMA synchronous=NORMAL"))
 
 
-def run_optuna(trials: int, wal: bool = False, callbacks: list | None = None) -> dict[str, Any]:
+def run_optuna(trials: int, wal: bool = False, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """The toy study as a plain Optuna script (TPE, median pruner, SQLite): seconds and pruned trials."""
     import optuna
 
-    toy = toy_objective(str(TOY))
+    toy = toy_objective()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
     def objective(trial: optuna.Trial) -> float:
-        config = {"lr": trial.suggest_float("lr", 1e-4, 1.0, log=True), "epochs": TOY_EPOCHS}
+        config: dict[str, Any] = {"lr": trial.suggest_float("lr", 1e-4, 1.0, log=True), "epochs": TOY_EPOCHS}
         config["optimizer"] = trial.suggest_categorical("optimizer", ["sgd", "adamw"])
         if config["optimizer"] == "sgd":
             config["momentum"] = trial.suggest_float("optimizer.sgd.momentum", 0.5, 0.99)
@@ -458,18 +351,13 @@ def run_optuna(trials: int, wal: bool = False, callbacks: list | None = None) ->
     return {"wall_s": t.s, "per_trial_ms": 1000 * t.s / trials, "pruned": pruned}
 
 
-def in_child(script: str, variant: str, trials: int) -> dict[str, Any]:
-    """`script --child VARIANT --trials N` in a fresh interpreter (hpsearch's SQLite settings are
-    process-wide, and Ray leaves threads behind); the last JSON line it printed."""
-    proc = subprocess.run(
-        [sys.executable, script, "--child", variant, "--trials", str(trials)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=3600,
-        check=False,
-    )
+def in_child(module: str, variant: str, trials: int) -> dict[str, Any]:
+    """``python -m MODULE --child VARIANT --trials N`` in a fresh interpreter (hpsearch's SQLite
+    settings are process-wide, and Ray leaves threads behind); the last JSON line it printed."""
+    cmd = [sys.executable, "-m", module, "--child", variant, "--trials", str(trials)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=3600, check=False)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"{variant} run failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1])
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result

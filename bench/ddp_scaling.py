@@ -11,24 +11,22 @@ cuDNN autotuning and is left out). Speedup = N-GPU / 1-GPU samples/s; efficiency
 Needs CUDA and at least 2 GPUs; --smoke runs the same code path on CPU with `--processes 2`
 (gloo, digits, mlp), so its figures mean nothing.
 
-    .venv/bin/python bench/ddp_scaling.py                  # 1 vs all GPUs, 4 epochs, 2 repeats
-    .venv/bin/python bench/ddp_scaling.py --devices 2 4 8  # several sizes against 1
-    .venv/bin/python bench/ddp_scaling.py --smoke --out /tmp
+    .venv/bin/python -m bench.ddp_scaling                  # 1 vs all GPUs, 4 epochs, 2 repeats
+    .venv/bin/python -m bench.ddp_scaling --devices 2 4 8  # several sizes against 1
+    .venv/bin/python -m bench.ddp_scaling --smoke --out /tmp
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import yaml
-from common import ROOT, interleave, median, parser, ratio, write_result
+
+from bench.common import hpsearch_cli, interleave, median, parser, ratio, write_result
 
 GPU_CONFIG = {
     "dataset": "synthetic",
@@ -49,10 +47,7 @@ def train(config: dict[str, Any], ranks: int, folder: Path, smoke: bool) -> dict
     doc = {"objective": "hpsearch.objectives.image_classification:train", "metric": "val_acc", "config": config}
     (folder / f"{name}.yaml").write_text(yaml.safe_dump(doc))
     flag = "--processes" if smoke else "--devices"
-    cmd = [sys.executable, "-m", "hpsearch.cli", "train", str(folder / f"{name}.yaml"), "-o", str(folder / name), flag, str(ranks)]
-    proc = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"bench/ddp_scaling.py: {ranks} ranks failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    hpsearch_cli("train", str(folder / f"{name}.yaml"), "-o", str(folder / name), flag, str(ranks))
     history = [json.loads(line) for line in (folder / name / "history.jsonl").read_text().splitlines()]
     speeds = [h["samples_per_s"] for h in history[1:]] or [history[-1]["samples_per_s"]]
     final = json.loads((folder / name / "metrics.json").read_text())
@@ -74,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
 
         count = torch.cuda.device_count()
         if count < 2:
-            raise SystemExit(f"bench/ddp_scaling.py: needs at least 2 CUDA GPUs, {count} visible; use --smoke to check it on CPU")
+            raise SystemExit(f"bench.ddp_scaling: needs at least 2 CUDA GPUs, {count} visible; use --smoke to check it on CPU")
         config, sizes = {**GPU_CONFIG, "epochs": args.epochs}, args.devices or [count]
         gpu = f"{count} x {torch.cuda.get_device_name(0)}"
     with tempfile.TemporaryDirectory(prefix="hpsearch-ddp-") as tmp:

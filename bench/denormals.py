@@ -17,8 +17,8 @@ Each config trains with flush off and on in one process, in alternating order (o
 on, off for the next config), after a throw-away warm-up run. The figures are the ratios of
 total seconds on / off per group; per config, the ratio and the final val_acc of both.
 
-    .venv/bin/python bench/denormals.py                # 16 + 6 configs, ~4 min on 2 cores
-    .venv/bin/python bench/denormals.py --smoke
+    .venv/bin/python -m bench.denormals                # 16 + 6 configs, ~4 min on 2 cores
+    .venv/bin/python -m bench.denormals --smoke
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from common import BENCH_SPEC as SPEC
-from common import PAIR_COLUMNS, ROOT, pair_configs, pair_figures, pairs, parser, train_with, write_result
+from bench.common import BENCH_SPEC as SPEC
+from bench.common import PAIR_COLUMNS, ROOT, pair_configs, pair_figures, pairs, parser, train_with, write_result
 
+KEY = "flush_denormal"
 GOAL = 0.8  # flush on, corner configs: total seconds at most this share of flush off; random ones not slower, the same accuracy
 NOT_SLOWER = 1.05  # random configs: flush on at most this share of off (noise: single runs vary by +-30 % here)
 CORNER = {"optimizer": "adamw", "batch_size": 32}  # and lr, beta2 drawn log-uniform / uniform from CORNER_RANGES
@@ -63,13 +64,13 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     if args.smoke:
         args.configs = args.corner = 2
-    drawn = pair_configs(SPEC, args.configs, args.seed, args.smoke)
-    cornered = corner(pair_configs(SPEC, args.corner, args.seed + 1, args.smoke), args.seed)
+    drawn = pair_configs(args.configs, args.seed, args.smoke)
+    cornered = corner(pair_configs(args.corner, args.seed + 1, args.smoke), args.seed)
     if args.unfused:
         drawn, cornered = ([{**c, "fused_optimizer": False} for c in group] for group in (drawn, cornered))
-    train_with(drawn[0], "flush_denormal", True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
-    per_random, rows = pairs(drawn, "random")
-    per_corner, more = pairs(cornered, "corner")
+    train_with(drawn[0], KEY, True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
+    per_random, rows = pairs(drawn, "random", KEY)
+    per_corner, more = pairs(cornered, "corner", KEY)
     rows += more
     per = per_random + per_corner
     gaps = [abs(x["on"]["val_acc"] - x["off"]["val_acc"]) for x in per]

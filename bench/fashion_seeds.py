@@ -6,7 +6,7 @@ Train the exported best once per seed, then collect the folders (each holds the 
 and metrics.json that ``hpsearch train`` wrote):
 
     .venv/bin/hpsearch train /tmp/fashion/best.yaml -o /tmp/fashion/seed1 --set seed=1   # ~28 min on 2 cores
-    .venv/bin/python bench/fashion_seeds.py /tmp/fashion/runs/train/* /tmp/fashion/seed1 --json bench/results/fashion_seeds.json
+    .venv/bin/python -m bench.fashion_seeds /tmp/fashion/runs/train/* /tmp/fashion/seed1 --json bench/results/fashion_seeds.json
 """
 
 from __future__ import annotations
@@ -20,11 +20,8 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import cpu_model  # noqa: E402
-from bench.fashion_spec import TEST_GOAL as GOAL  # noqa: E402
+from bench.common import cpu_model
+from bench.fashion_spec import TEST_GOAL as GOAL
 
 
 def run_of(folder: Path) -> tuple[dict[str, object], dict[str, object]]:
@@ -49,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     mean = statistics.fmean(float(r["test_acc"]) for r in runs)  # type: ignore[arg-type]
     result = {
         "name": "fashion_seeds",
-        "command": " ".join(["python bench/fashion_seeds.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python -m bench.fashion_seeds", *(argv if argv is not None else sys.argv[1:])]),
         "date": time.strftime("%Y-%m-%d"),
         "cpu": cpu_model(),
         "runs": runs,

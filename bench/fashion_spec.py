@@ -5,8 +5,8 @@ from CPU time) and `hpsearch export` + `hpsearch train` of its best reaches >= 9
 accuracy. Runs the commands the spec's header shows, in a fresh output folder, and records the
 load average before and after (a busy machine makes the wall time meaningless).
 
-    .venv/bin/python bench/fashion_spec.py --out /tmp/fashion      # ~30 + ~15 minutes on 2 cores
-    .venv/bin/python bench/fashion_spec.py --out /tmp/fashion --reuse --final epochs=40 width=32
+    .venv/bin/python -m bench.fashion_spec --out /tmp/fashion      # ~30 + ~15 minutes on 2 cores
+    .venv/bin/python -m bench.fashion_spec --out /tmp/fashion --reuse --final epochs=40 width=32
         # export + train again from the study already in /tmp/fashion (the search's figures are kept
         # from the committed result of that folder)
 """
@@ -17,30 +17,23 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import cpu_model  # noqa: E402
+from bench.common import RESULTS, ROOT, cpu_model, hpsearch_cli
 
 SPEC = ROOT / "spaces" / "fashion.yaml"
 FINAL = ["train_subset=null", "epochs=40", "width=32"]  # the spec header's final run: all images, longer, wider
-RESULT = ROOT / "bench" / "results" / "fashion_spec.json"
+RESULT = RESULTS / "fashion_spec.json"
 SEARCH_LIMIT_S, TEST_GOAL = 1800, 0.93  # the goal: search <= 30 minutes, final run >= 93.0 % test
 
 
 def hpsearch(*args: str, log: Path) -> tuple[float, str]:
-    t0 = time.perf_counter()
+    out, seconds = hpsearch_cli(*args)
     with log.open("a") as sink:
-        proc = subprocess.run([sys.executable, "-m", "hpsearch.cli", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=sink, text=True)
-        sink.write(proc.stdout)
-    if proc.returncode != 0:
-        raise SystemExit(f"hpsearch {' '.join(args)} exited {proc.returncode}; see {log}")
-    return time.perf_counter() - t0, proc.stdout
+        sink.write(out)
+    return seconds, out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -81,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     found = dict(re.findall(r"\b(test_acc|val_acc)\b\W+([0-9.]+)", text))
     result = {
         "name": "fashion_spec",
-        "command": " ".join(["python bench/fashion_spec.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python -m bench.fashion_spec", *(argv if argv is not None else sys.argv[1:])]),
         "date": time.strftime("%Y-%m-%d"),
         "cpu": cpu_model(),
         "cores": len(os.sched_getaffinity(0)),

@@ -13,13 +13,13 @@ Two groups of configs, at the spec's full setting (12,000 images, 6 epochs, one 
             warmup and label smoothing kept; beta2 drawn from the space's range)
 
 Each config trains with fused_optimizer off and on in one process, in alternating order, after a
-throw-away run (bench/denormals.py's pairs). The figures are the ratios of total seconds on / off
+throw-away run (bench.common's pairs, as bench.denormals). The figures are the ratios of total seconds on / off
 per group; per config, the ratio and both final val_acc. The fused kernel orders the arithmetic
 differently, so the runs part at the rounding level and end a few images apart: the accuracy
 goal is that they part both ways, not that they agree.
 
-    .venv/bin/python bench/fused_optimizer.py          # 16 + 6 configs, ~3 min on 2 cores
-    .venv/bin/python bench/fused_optimizer.py --smoke
+    .venv/bin/python -m bench.fused_optimizer          # 16 + 6 configs, ~3 min on 2 cores
+    .venv/bin/python -m bench.fused_optimizer --smoke
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import random
 import time
 from typing import Any
 
-from common import BENCH_SPEC as SPEC
-from common import PAIR_COLUMNS, ROOT, median, pair_configs, pair_figures, pairs, parser, ratio, train_with, write_result
+from bench.common import BENCH_SPEC as SPEC
+from bench.common import PAIR_COLUMNS, ROOT, median, pair_configs, pair_figures, pairs, parser, ratio, train_with, write_result
 
 KEY = "fused_optimizer"
 GOAL = 0.85  # fused, AdamW at batch 32: total seconds at most this share of unfused
@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     started = time.perf_counter()
     if args.smoke:
         args.configs = args.small = 2
-    drawn = pair_configs(SPEC, args.configs, args.seed, args.smoke)
-    smalls = small(pair_configs(SPEC, args.small, args.seed + 1, args.smoke), args.seed)
+    drawn = pair_configs(args.configs, args.seed, args.smoke)
+    smalls = small(pair_configs(args.small, args.seed + 1, args.smoke), args.seed)
     train_with(drawn[0], KEY, True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
     per_random, rows = pairs(drawn, "random", KEY)
     per_small, more = pairs(smalls, "small", KEY)

@@ -16,21 +16,19 @@ amp off / bf16 / fp16, channels_last off / on, torch.compile off / on.
 
 One prepared run for a machine with a GPU (about 5-8 minutes on one H100-class GPU):
 
-    .venv/bin/python bench/gpu.py                          # all 12 combinations
-    .venv/bin/python bench/gpu.py --compile off            # skip torch.compile (about 1 minute)
-    .venv/bin/python bench/gpu.py --smoke                  # tiny, runs on CPU too (no busy/MFU figures)
-    .venv/bin/python bench/gpu.py --packing                # instead: trials_per_gpu auto vs 1 (bench/gpu_packing.py)
+    .venv/bin/python -m bench.gpu                          # all 12 combinations
+    .venv/bin/python -m bench.gpu --compile off            # skip torch.compile (about 1 minute)
+    .venv/bin/python -m bench.gpu --smoke                  # tiny, runs on CPU too (no busy/MFU figures)
 """
 
 from __future__ import annotations
 
 import itertools
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from common import parser, write_result
+from bench.common import parser, write_result
 
 # Dense peak TFLOP/s by GPU name fragment (vendor datasheets, no sparsity): bf16/fp16 tensor, tf32 tensor.
 PEAK_TFLOPS: dict[str, dict[str, float]] = {
@@ -106,7 +104,7 @@ def busy_fraction(run_steps: Any, device: Any) -> float | None:
 def measure(cfg: dict[str, Any], device: Any, steps: int, warmup: int, profile_steps: int) -> dict[str, Any]:
     import torch
 
-    from hpsearch.parts.data import build_data
+    from hpsearch.parts.datasets import build_data
     from hpsearch.parts.loop import amp_dtype, grad_scaler, train_epoch
     from hpsearch.parts.models import build_model
     from hpsearch.parts.optim import build_optimizer
@@ -152,12 +150,6 @@ def measure(cfg: dict[str, Any], device: Any, steps: int, warmup: int, profile_s
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    if "--packing" in argv:  # its own result file and BENCHMARKS.md section, so its own script
-        from gpu_packing import main as packing
-
-        packing([a for a in argv if a != "--packing"])
-        return
     p = parser(__doc__)
     p.add_argument("--amp", nargs="+", default=list(AMP), choices=AMP)
     p.add_argument("--channels-last", nargs="+", default=["off", "on"], choices=["off", "on"])
@@ -174,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
 
     cuda = torch.cuda.is_available()
     if not cuda and not args.smoke:
-        raise SystemExit("bench/gpu.py: no CUDA device; run it on a machine with a GPU, or use --smoke to check it on CPU")
+        raise SystemExit("bench.gpu: no CUDA device; run it on a machine with a GPU, or use --smoke to check it on CPU")
     device = torch.device("cuda" if cuda else "cpu")
     if args.smoke:
         args.steps, args.warmup, args.profile_steps, args.batch_size = 2, 1, 2, 8

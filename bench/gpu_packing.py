@@ -14,24 +14,20 @@ the spec downloads them otherwise, which an offline GPU machine cannot); --smoke
 (HPSEARCH_FAKE_GPUS=1, HPSEARCH_FAKE_GPU_MEM_MB) and the torch-free memory fixture, so its
 figures mean nothing.
 
-    .venv/bin/python bench/gpu_packing.py                  # 24 trials per run, 2 repeats (about 10-20 minutes on one GPU)
-    .venv/bin/python bench/gpu_packing.py --trials 12 --repeats 1
-    .venv/bin/python bench/gpu.py --packing                # the same
-    .venv/bin/python bench/gpu_packing.py --smoke
+    .venv/bin/python -m bench.gpu_packing                  # 24 trials per run, 2 repeats (about 10-20 minutes on one GPU)
+    .venv/bin/python -m bench.gpu_packing --trials 12 --repeats 1
+    .venv/bin/python -m bench.gpu_packing --smoke
 """
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, Timer, interleave, median, parser, ratio, write_result
+from bench.common import ROOT, hpsearch_cli, interleave, median, parser, ratio, write_result
 
 MEMORY = ROOT / "tests" / "fixtures" / "memory.py"
 PLAN = re.compile(r"plan: GPU (\S+): (\d+) slots?")
@@ -43,16 +39,12 @@ def run_cli(mode: str, trials: int, most: int, folder: Path, smoke: bool) -> dic
     study = f"pack-{mode}-{time.monotonic_ns()}"
     sets = ["pruner.name=none", "budget.timeout=36000", "budget.max_failures=5", "resources.workers=null", "resources.gpus_per_trial=1"]
     sets += [f"resources.trials_per_gpu={mode}", f"resources.trials_per_gpu_max={most}"]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {}
     if smoke:  # the fake GPU and the torch-free fixture: the code path, not a measurement
         sets += [f"objective={MEMORY}:objective", "fixed.epochs=1", "fixed.sleep=0.1"]
-        env.update(HPSEARCH_FAKE_GPUS="1", HPSEARCH_FAKE_GPU_MEM_MB="24000")
-    cmd = [sys.executable, "-m", "hpsearch.cli", "run", str(ROOT / "spaces" / "fashion.yaml"), "--trials", str(trials)]
-    cmd += ["--study", study, "--output", str(folder)] + [arg for s in sets for arg in ("--set", s)]
-    with Timer() as t:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"bench/gpu_packing.py: {mode} run failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        env = {"HPSEARCH_FAKE_GPUS": "1", "HPSEARCH_FAKE_GPU_MEM_MB": "24000"}
+    args = ["run", str(ROOT / "spaces" / "fashion.yaml"), "--trials", str(trials), "--study", study, "--output", str(folder)]
+    stdout, seconds = hpsearch_cli(*args, sets=sets, env=env)
     done = [
         tr
         for tr in optuna.load_study(study_name=study, storage=f"sqlite:///{folder / study / 'study.db'}").get_trials()
@@ -60,16 +52,16 @@ def run_cli(mode: str, trials: int, most: int, folder: Path, smoke: bool) -> dic
     ]
     epochs = sum(int(tr.user_attrs.get("epochs") or 0) for tr in done)
     peaks = [float(tr.user_attrs["peak_mem_mb"]) for tr in done if tr.user_attrs.get("peak_mem_mb")]
-    planned = [int(n) for _, n in PLAN.findall(proc.stdout)]
+    planned = [int(n) for _, n in PLAN.findall(stdout)]
     return {
-        "wall_s": t.s,
+        "wall_s": seconds,
         "trials": len(done),
-        "trials_per_hour": 3600 * len(done) / t.s,
-        "epochs_per_hour": 3600 * epochs / t.s,
+        "trials_per_hour": 3600 * len(done) / seconds,
+        "epochs_per_hour": 3600 * epochs / seconds,
         "most_slots_per_gpu": max(planned, default=1),
         "oom_retries": sum(int(tr.user_attrs.get("oom_retries") or 0) for tr in done),
         "peak_mem_mb_max": max(peaks, default=None),
-        "plan_lines": [line.strip() for line in proc.stdout.splitlines() if "plan: GPU" in line],
+        "plan_lines": [line.strip() for line in stdout.splitlines() if "plan: GPU" in line],
     }
 
 
@@ -85,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         import torch
 
         if not torch.cuda.is_available():
-            raise SystemExit("bench/gpu_packing.py: no CUDA device; run it on a machine with a GPU, or use --smoke to check it on CPU")
+            raise SystemExit("bench.gpu_packing: no CUDA device; run it on a machine with a GPU, or use --smoke to check it on CPU")
         gpu = f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
     else:
         args.trials, args.repeats = 1, 1

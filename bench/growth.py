@@ -9,8 +9,8 @@ tell, progress (counts and best so far, read from storage) and the rest. A hand-
 script on the same space, sampler and pruner runs the same number of trials for comparison,
 each run in a fresh interpreter, interleaved (hpsearch, Optuna) per repeat.
 
-    .venv/bin/python bench/growth.py                       # 1000 trials, windows at 100 and 950
-    .venv/bin/python bench/growth.py --smoke
+    .venv/bin/python -m bench.growth                       # 1000 trials, windows at 100 and 950
+    .venv/bin/python -m bench.growth --smoke
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from common import Timer, in_child, interleave, median, parser, ratio, run_optuna, write_result
-from common import write_toy_spec as write_spec
+from bench.common import Timer, in_child, interleave, median, parser, ratio, run_optuna, write_result
+from bench.common import write_toy_spec as write_spec
 
 CATEGORIES = ("claim", "sampler", "pruner", "reporter", "trial_attrs", "tell", "progress", "other")
 
@@ -74,7 +74,7 @@ def run_hpsearch(trials: int) -> dict[str, Any]:
 
 
 def run_optuna_timed(trials: int) -> dict[str, Any]:
-    """common.run_optuna (orchestration's Optuna script) with a timestamp at the end of every trial."""
+    """bench.common.run_optuna (orchestration's Optuna script) with a timestamp at the end of every trial."""
     stamps: dict[int, float] = {}
     m = run_optuna(trials, callbacks=[lambda study, trial: stamps.__setitem__(trial.number, time.perf_counter())])
     numbers = sorted(stamps)
@@ -92,7 +92,7 @@ def child(variant: str, trials: int) -> dict[str, Any]:
 
 def from_child(variant: str, trials: int) -> dict[str, Any]:
     """A fresh interpreter per run (hpsearch's SQLite settings are process-wide); JSON keys back to trial numbers."""
-    m = in_child(__file__, variant, trials)
+    m = in_child("bench.growth", variant, trials)
     m["intervals"] = {int(k): v for k, v in m["intervals"].items()}
     if "split" in m:
         m["split"] = {int(k): v for k, v in m["split"].items()}

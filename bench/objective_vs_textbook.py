@@ -4,7 +4,7 @@
 torchvision transforms (RandomCrop, ToTensor, Normalize), a DataLoader (shuffle, 2 workers,
 as in the CIFAR-10 tutorial), fp32, zero_grad(), loss.item() every step, an eval loop that
 calls .item() per batch. "hpsearch" is hpsearch.objectives.image_classification:train. Both get the
-same data and split (hpsearch.parts.data loads it), model (hpsearch.parts.models), seeded
+same data and split (hpsearch.parts.datasets loads it), model (hpsearch.parts.models), seeded
 init, batch size, epochs, SGD + cosine per step, weight decay on all parameters, random-crop
 padding (1 pixel on digits; none on synthetic data, whose random prototypes a shift would
 erase, nor on Fashion-MNIST, whose tutorials use none: the textbook then runs ToTensor +
@@ -18,8 +18,8 @@ loops see the same images). One epoch on a seeded, class-stratified 20,000 of th
 training images keeps the whole run near 10 minutes on 2 shared cores (a textbook cnn epoch
 takes 20-30 s here); validation is all 6,000 held-out images.
 
-    .venv/bin/python bench/objective_vs_textbook.py          # digits, synthetic 32x32 (2 repeats), fashion_mnist (3)
-    .venv/bin/python bench/objective_vs_textbook.py --smoke
+    .venv/bin/python -m bench.objective_vs_textbook          # digits, synthetic 32x32 (2 repeats), fashion_mnist (3)
+    .venv/bin/python -m bench.objective_vs_textbook --smoke
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import random
 import time
 from typing import Any
 
-from common import Timer, interleave, median, parser, ratio, write_result
+from bench.common import Timer, interleave, median, parser, ratio, write_result
 
 # dataset cases: hpsearch config keys; crop padding in pixels (applied by both loops)
 CASES: dict[str, dict[str, Any]] = {
@@ -78,8 +78,8 @@ class _History:
 def run_hpsearch(config: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from hpsearch.objectives.image_classification import train
-    from hpsearch.parts.data import build_data
+    from hpsearch.parts.datasets import build_data
+    from objectives.image_classification import train
 
     history = _History()
     with Timer() as t:
@@ -121,7 +121,7 @@ def textbook_loaders(config: dict[str, Any], workers: int) -> tuple[Any, Any, in
     import torch
     from torchvision import transforms
 
-    from hpsearch.parts.data import DATASETS, carve, subsample
+    from hpsearch.parts.datasets import DATASETS, carve, subsample
 
     splits = DATASETS[config["dataset"]].load(config)
     train, val = carve(splits.train, config["val_fraction"], config["split_seed"])
@@ -185,7 +185,7 @@ def data_only(config: dict[str, Any], workers: int) -> dict[str, float]:
     """Seconds for one training epoch of batches alone (no model), in each pipeline."""
     import torch
 
-    from hpsearch.parts.data import build_data
+    from hpsearch.parts.datasets import build_data
 
     train_loader = textbook_loaders(config, workers)[0]
     with Timer() as tb:
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     started = time.perf_counter()
     cases = {name: dict(CASES[name]) for name in args.cases}
-    from hpsearch.parts.data import DATASETS
+    from hpsearch.parts.datasets import DATASETS
 
     models = {name: tuple(args.models) if args.models else MODELS[name] for name in cases}
     skipped = []

@@ -11,8 +11,8 @@ defaults: rollback journal, fsync per commit) and with the storage settings hpse
 settings. Ray Tune runs with its defaults (random search, FIFO scheduler, a new local
 cluster), fewer trials. Variants are interleaved per repeat; the figures are medians.
 
-    .venv/bin/python bench/orchestration.py                # 150 trials, 5 repeats, Ray 24 trials
-    .venv/bin/python bench/orchestration.py --smoke
+    .venv/bin/python -m bench.orchestration                # 150 trials, 5 repeats, Ray 24 trials
+    .venv/bin/python -m bench.orchestration --smoke
 """
 
 from __future__ import annotations
@@ -20,40 +20,27 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, TOY, TOY_EPOCHS, Timer, in_child, interleave, median, parser, ratio, run_optuna, write_result
-from common import write_toy_spec as write_spec
+from bench.common import TOY, TOY_EPOCHS, Timer, hpsearch_cli, in_child, interleave, median, parser, ratio, run_optuna, write_result
+from bench.common import write_toy_spec as write_spec
 
 
 def run_hpsearch(trials: int) -> dict[str, Any]:
     """The whole `hpsearch run SPEC --quiet` process, as a user starts it."""
     with tempfile.TemporaryDirectory() as tmp:
-        spec = write_spec(Path(tmp), trials)
-        with Timer() as t:
-            proc = subprocess.run(
-                [sys.executable, "-m", "hpsearch.cli", "run", str(spec), "--quiet"],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=3600,
-                check=False,
-            )
-    if proc.returncode != 0 or f"{trials} finished" not in proc.stdout:
-        raise RuntimeError(f"hpsearch run failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    pruned = int(proc.stdout.split(f"{trials} finished (")[1].split(" pruned")[0])
-    return {"wall_s": t.s, "per_trial_ms": 1000 * t.s / trials, "pruned": pruned}
+        out, seconds = hpsearch_cli("run", str(write_spec(Path(tmp), trials)), "--quiet")
+    pruned = int(out.split(f"{trials} finished (")[1].split(" pruned")[0])
+    return {"wall_s": seconds, "per_trial_ms": 1000 * seconds / trials, "pruned": pruned}
 
 
 def run_script(variant: str, trials: int) -> dict[str, Any]:
     """The whole hand-written script's process, timed from outside like hpsearch's."""
     with Timer() as t:
-        m = in_child(__file__, variant, trials)
+        m = in_child("bench.orchestration", variant, trials)
     return {**m, "wall_s": t.s, "per_trial_ms": 1000 * t.s / trials}
 
 
@@ -71,8 +58,8 @@ def ray_child(trials: int) -> dict[str, Any]:
         def report(self, epoch: int, metrics: dict[str, float]) -> None:
             tune.report(metrics)
 
-    def trainable(config: dict) -> None:
-        import importlib.util  # runs in a Ray worker process, where bench/common.py is not importable
+    def trainable(config: dict[str, Any]) -> None:
+        import importlib.util  # runs in a Ray worker process, where bench is not importable
 
         spec = importlib.util.spec_from_file_location("toy", toy_path)
         assert spec is not None and spec.loader is not None
@@ -106,7 +93,7 @@ def ray_child(trials: int) -> dict[str, Any]:
 
 
 def run_ray(trials: int) -> dict[str, Any]:
-    m = in_child(__file__, "ray", trials)
+    m = in_child("bench.orchestration", "ray", trials)
     m["per_trial_ms"] = 1000 * m["fit_s"] / trials
     return m
 
@@ -126,17 +113,10 @@ def child(variant: str, trials: int) -> dict[str, Any]:
 
 
 def cli_startup(folder: Path) -> dict[str, Any]:
-    """`hpsearch --help`, and `hpsearch run` of a 1-trial study minus the same run after imports."""
-    with Timer() as help_t:
-        subprocess.run([sys.executable, "-m", "hpsearch.cli", "--help"], cwd=ROOT, capture_output=True, check=True)
-    spec = write_spec(folder / "cli", 1)
-    with Timer() as run_t:
-        proc = subprocess.run(
-            [sys.executable, "-m", "hpsearch.cli", "run", str(spec), "--quiet"], cwd=ROOT, capture_output=True, text=True, check=False
-        )
-    if proc.returncode != 0:
-        raise RuntimeError(proc.stderr[-2000:])
-    return {"help_s": help_t.s, "run_1_trial_s": run_t.s}
+    """`hpsearch --help`, and `hpsearch run` of a 1-trial study."""
+    _, help_s = hpsearch_cli("--help")
+    _, run_s = hpsearch_cli("run", str(write_spec(folder / "cli", 1)), "--quiet")
+    return {"help_s": help_s, "run_1_trial_s": run_s}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -164,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     report(args, runs, startup, started)
 
 
-def report(args: Any, runs: dict[str, list[dict]], startup: dict[str, float], started: float) -> None:
+def report(args: Any, runs: dict[str, list[dict[str, Any]]], startup: dict[str, float], started: float) -> None:
     wall = {k: median([m["wall_s"] for m in v]) for k, v in runs.items() if k != "ray"}
     per_trial = {k: median([m["per_trial_ms"] for m in v]) for k, v in runs.items()}
     hp_trial = per_trial["hpsearch"]

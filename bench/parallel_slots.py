@@ -11,59 +11,28 @@ OMP_WAIT_POLICY=PASSIVE is set for both variants: on a machine shared with other
 OpenMP threads that spin-wait make the 2-thread single slot 5-10x slower at random
 (measured here), which would flatter the 2-slot figure; `--omp-default` turns this off.
 
-    .venv/bin/python bench/parallel_slots.py               # 16 trials x 4 epochs, 2 repeats
-    .venv/bin/python bench/parallel_slots.py --smoke
+    .venv/bin/python -m bench.parallel_slots               # 16 trials x 4 epochs, 2 repeats
+    .venv/bin/python -m bench.parallel_slots --smoke
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from common import ROOT, TOY, Timer, interleave, median, parser, ratio, write_result
+from bench.common import ROOT, TOY, hpsearch_cli, interleave, median, parser, ratio, write_result
 
 
 def run_cli(workers: int, trials: int, epochs: int, folder: Path, extra: list[str], omp_passive: bool) -> dict[str, Any]:
     study = f"slots{workers}-{time.monotonic_ns()}"
-    sets = [
-        f"fixed.epochs={epochs}",
-        "fixed.threads=null",
-        "pruner.name=none",
-        "budget.timeout=36000",
-        "space.batch_size=64",
-        "space.accum_steps=1",
-        *extra,
-    ]
-    cmd = [
-        sys.executable,
-        "-m",
-        "hpsearch.cli",
-        "run",
-        str(ROOT / "spaces" / "quickstart.yaml"),
-        "--quiet",
-        "--workers",
-        str(workers),
-        "--trials",
-        str(trials),
-        "--study",
-        study,
-        "--output",
-        str(folder),
-    ]
-    cmd += [arg for s in sets for arg in ("--set", s)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    if omp_passive:
-        env["OMP_WAIT_POLICY"] = "PASSIVE"
-    with Timer() as t:
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=7200, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    return {"wall_s": t.s, "trials_per_hour": 3600 * trials / t.s, "steady_trials_per_hour": steady_rate(folder, study)}
+    sets = [f"fixed.epochs={epochs}", "fixed.threads=null", "pruner.name=none", "budget.timeout=36000", "space.batch_size=64"]
+    args = ["run", str(ROOT / "spaces" / "quickstart.yaml"), "--quiet", "--workers", str(workers), "--trials", str(trials)]
+    env = {"OMP_WAIT_POLICY": "PASSIVE"} if omp_passive else {}
+    _, seconds = hpsearch_cli(*args, "--study", study, "--output", str(folder), sets=[*sets, "space.accum_steps=1", *extra], env=env)
+    return {"wall_s": seconds, "trials_per_hour": 3600 * trials / seconds, "steady_trials_per_hour": steady_rate(folder, study)}
 
 
 def steady_rate(folder: Path, study: str) -> float:

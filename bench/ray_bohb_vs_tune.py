@@ -4,7 +4,7 @@ trial at a time); every call TuneBOHB receives is recorded, with a digest of num
 state at each ``suggest``, and the two call lists are compared. The Tuner stops after ``--trials``
 trials (``num_samples``), so the lists agree up to the stand-in's suggest of the next trial.
 
-    .venv/bin/python bench/ray_bohb_vs_tune.py --trials 26    # about 2 minutes on 2 cores
+    .venv/bin/python -m bench.ray_bohb_vs_tune --trials 26    # about 2 minutes on 2 cores
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.quality.peers import configspace, flat_config
+from bench.quality.ray_methods import ray_bohb
+from bench.quality.registry import make_task
 
 TASK, SEED = "mfh3_good", 200
 CALLS: list[tuple[str, str, str]] = []  # (method, trial id, epoch:budget or random-state digest)
@@ -59,9 +60,6 @@ def tuner_run(trials: int) -> float:
     from ray.tune.schedulers import HyperBandForBOHB
     from ray.tune.search.bohb import TuneBOHB
 
-    from bench.quality.peers import configspace, flat_config
-    from bench.quality.tasks import make_task
-
     task = make_task(TASK)
     tree, cs = configspace(task, SEED)
 
@@ -95,8 +93,6 @@ def main() -> None:
     args = p.parse_args()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     record_searcher_calls()
-    from bench.quality.ray_methods import ray_bohb
-    from bench.quality.tasks import make_task
 
     tuner_s = tuner_run(args.trials)
     real = list(CALLS)

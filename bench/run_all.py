@@ -1,8 +1,8 @@
 """Run the benchmarks, then refresh the generated tables in BENCHMARKS.md from bench/results/*.json.
 
-    .venv/bin/python bench/run_all.py                      # all CPU benchmarks (about 1 h on 2 cores), then render
-    .venv/bin/python bench/run_all.py --only orchestration growth
-    .venv/bin/python bench/run_all.py --render-only        # the tables from the JSON already there
+    .venv/bin/python -m bench.run_all                      # all CPU benchmarks (about 1 h on 2 cores), then render
+    .venv/bin/python -m bench.run_all --only orchestration growth
+    .venv/bin/python -m bench.run_all --render-only        # the tables from the JSON already there
 
 BENCHMARKS.md is written by hand. This script only replaces what lies between its markers:
 
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from common import RESULTS, ROOT
+from bench.common import RESULTS, ROOT
 
 ORDER = (  # the status table's rows and the order run() runs them in
     "search_quality",
@@ -49,8 +49,8 @@ BLOCK = re.compile(r"(<!-- begin generated: (status|table [a-z_]+) -->\n)(.*?)(<
 def run(names: list[str]) -> list[str]:
     failed = []
     for name in names:
-        print(f"== bench/{name}.py", flush=True)
-        proc = subprocess.run([sys.executable, str(ROOT / "bench" / f"{name}.py")], cwd=ROOT, check=False)
+        print(f"== python -m bench.{name}", flush=True)
+        proc = subprocess.run([sys.executable, "-m", f"bench.{name}"], cwd=ROOT, check=False)
         if proc.returncode != 0:
             failed.append(name)
     return failed
@@ -87,7 +87,7 @@ def status_table(found: dict[str, dict[str, Any]]) -> list[str]:
     rows = []
     for name in ORDER:
         r = found.get(name)
-        run = f"`{r['command']}`, {machine(r)}, {r['date'][:10]}" if r else f"`.venv/bin/python bench/{name}.py`"
+        run = f"`{r['command']}`, {machine(r)}, {r['date'][:10]}" if r else f"`.venv/bin/python -m bench.{name}`"
         rows.append([f"[{name}](#{name})", r["goal"] if r else "-", status(r), r["headline"] if r else "-", run])
     return table(["benchmark", "goal", "status", "measured", "last run"], rows)
 
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     failed: list[str] = []
     if not args.render_only:
-        failed = run(list(args.only or [n for n in ORDER if n != "search_quality"]))  # search_quality.py takes its own arguments
+        failed = run(list(args.only or [n for n in ORDER if n != "search_quality"]))  # bench.search_quality takes its own arguments
     args.output.write_text(render(args.output.read_text(), args.results))
     print(f"wrote {args.output}")
     if failed:

@@ -7,13 +7,15 @@ its incumbent (the best completed trial by its observed value). See bench/qualit
   --tier synthetic   Tier A: mf-prior-bench's mfh3/mfh6 x good/moderate/bad/terrible and `shaped`
                      (a closed-form space shaped like a training space); seconds per search
   --tier table       Tier B: a surrogate of 1,176 trained Fashion-MNIST runs
-                     (bench/results/tier_b/, bench/tier_b_table.py), replayed with the measured
+                     (bench/results/tier_b/, python -m bench.tier_b_table), replayed with the measured
                      seed-to-seed noise
   --tier live        Tier C: the Tier B space trained live on Fashion-MNIST (bench/quality/live.py)
 
-    .venv/bin/python bench/search_quality.py --tier synthetic --seeds 200:400 --budget 72 144 288 --json bench/results/search_quality_synthetic.json
-    .venv/bin/python bench/search_quality.py --tier table --methods random optuna_default hpsearch --seeds 200:300 --budget 72
-    .venv/bin/python bench/search_quality.py --smoke --out /tmp      # seconds
+Tasks and methods are named in bench/quality/registry.py.
+
+    .venv/bin/python -m bench.search_quality --tier synthetic --seeds 200:400 --budget 72 144 288 --json bench/results/search_quality_synthetic.json
+    .venv/bin/python -m bench.search_quality --tier table --methods random optuna_default hpsearch --seeds 200:300 --budget 72
+    .venv/bin/python -m bench.search_quality --smoke --out /tmp      # seconds
 """
 
 from __future__ import annotations
@@ -26,15 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import cpu_model  # noqa: E402
-from bench.quality import harness  # noqa: E402
-from bench.quality.methods import METHODS  # noqa: E402
-from bench.quality.tasks import TIER_A  # noqa: E402
-
-TIERS = {"synthetic": TIER_A, "table": ["fashion_table"], "live": ["fashion_live"]}
+from bench.common import RESULTS, cpu_model
+from bench.quality import harness
+from bench.quality.registry import TIERS, available
 
 
 def seeds_arg(text: str) -> range:
@@ -77,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tier", choices=list(TIERS), default="synthetic")
     p.add_argument("--tasks", nargs="+", help="default: every task of the tier")
-    p.add_argument("--methods", nargs="+", default=None, help=f"default: all of {', '.join(METHODS)}")
+    p.add_argument("--methods", nargs="+", default=None, help="default: every method of bench/quality/registry.py installed here")
     p.add_argument("--seeds", type=seeds_arg, default=range(200, 400), help="A:B, half-open (0-199 chose the defaults)")
     p.add_argument("--budget", type=int, nargs="+", default=[72, 144, 288], help="epochs (6 per full trial)")
     p.add_argument("--json", type=Path, help="write the summary here")
@@ -87,13 +83,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", type=Path, help="with --smoke: folder for search_quality.json")
     args = p.parse_args(argv)
     tasks = args.tasks or TIERS[args.tier]
-    methods = args.methods or list(METHODS)
+    found = available()
+    methods = args.methods or list(found)
     if args.smoke:
         tasks, methods, args.seeds, args.budget = ["mfh3_good", "shaped"], ["random", "optuna_default", "hpsearch"], range(3), [12, 24]
-        args.json = args.json or (args.out or ROOT / "bench" / "results") / "search_quality.json"
-    unknown = [m for m in methods if m not in METHODS]
+        args.json = args.json or (args.out or RESULTS) / "search_quality.json"
+    unknown = [m for m in methods if m not in found]
     if unknown:
-        raise SystemExit(f"unknown method(s) {unknown}; the methods here are {', '.join(METHODS)}")
+        raise SystemExit(f"unknown method(s) {unknown}; the methods here are {', '.join(found)}")
     t0 = time.perf_counter()
     print(
         f"{len(tasks)} tasks x {len(methods)} methods x {len(args.seeds)} seeds, budgets {args.budget}, {args.jobs} processes", flush=True
@@ -110,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
             )
             print(f"{task:18s} {budget:>4s}: {line}")
     result = {
-        "command": " ".join(["python bench/search_quality.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python -m bench.search_quality", *(argv if argv is not None else sys.argv[1:])]),
         "tier": args.tier,
         "seeds": [args.seeds.start, args.seeds.stop],
         "budgets": sorted(args.budget),

@@ -7,10 +7,10 @@ process per core, one torch thread each. Rows are appended to a gzipped JSON-lin
 they finish, so a run cut short keeps every finished row.
 
 Needs only torch, numpy, scipy and pyyaml (no optuna, pydantic or ray): it runs on a machine
-where hpsearch is not installed, with the checkout on PYTHONPATH.
+where hpsearch is not installed, run from the checkout's root.
 
-    python bench/tier_b_table.py --data-root /usr/share/datasets --out bench/results/tier_b
-    python bench/tier_b_table.py --smoke --data-root /usr/share/datasets --out /tmp/tb   # seconds
+    python -m bench.tier_b_table --data-root /usr/share/datasets --out bench/results/tier_b
+    python -m bench.tier_b_table --smoke --data-root /usr/share/datasets --out /tmp/tb   # seconds
 """
 
 from __future__ import annotations
@@ -27,10 +27,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import cpu_model  # noqa: E402  (standard library only: runs where hpsearch is not installed)
+from bench.common import ROOT, cpu_model  # standard library only: runs where hpsearch is not installed
 
 SPEC = ROOT / "bench" / "spaces" / "bench_fashion.yaml"
 SEEDS = (0, 1)  # training seeds per config
@@ -203,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
         "cpu": cpu_model(),
         "python": platform.python_version(),
         "torch": __import__("torch").__version__,
-        "command": " ".join(["python", "bench/tier_b_table.py", *(argv if argv is not None else sys.argv[1:])]),
+        "command": " ".join(["python -m bench.tier_b_table", *(argv if argv is not None else sys.argv[1:])]),
     }
     (args.out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(meta))

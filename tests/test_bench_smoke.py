@@ -1,15 +1,13 @@
 """Every bench script runs in its tiny --smoke mode and writes the JSON that BENCHMARKS.md is built from.
 
 No timing assertions: smoke figures are meaningless by design. The scripts run in this
-process (one torch/optuna import for all of them) with bench/ on sys.path, as
-`python bench/x.py` has it.
+process (one torch/optuna import for all of them), imported as `python -m bench.x` runs them.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -40,9 +38,7 @@ def bench():
     import torch
 
     threads = torch.get_num_threads()  # the objective's `threads` key sets it process-wide; later tests get it back
-    sys.path.insert(0, str(ROOT / "bench"))
-    yield lambda name: importlib.import_module(name)
-    sys.path.remove(str(ROOT / "bench"))
+    yield lambda name: importlib.import_module(f"bench.{name}")
     torch.set_num_threads(threads)
     torch.set_flush_denormal(False)  # the objective's flush_denormal sets it on this thread: back to the default
 
@@ -55,6 +51,7 @@ def test_smoke_run_writes_its_result(bench, tmp_path, monkeypatch, name):
     assert KEYS <= set(result), KEYS - set(result)
     assert MACHINE_KEYS <= set(result["machine"])
     assert result["smoke"] is True and result["name"] == name
+    assert result["command"].startswith(f".venv/bin/python -m bench.{name}")  # what BENCHMARKS.md shows beside the figures
     assert FIGURES[name] <= set(result["figures"]), FIGURES[name] - set(result["figures"])
     assert result["table"]["rows"] and all(len(row) == len(result["table"]["columns"]) for row in result["table"]["rows"])
     if "png" in result["figures"]:  # a plot the section links to
@@ -67,7 +64,7 @@ def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):
         "name": "parallel_slots",
         "title": "Parallel slots",
         "headline": "median: 0.31 of the epochs",
-        "command": ".venv/bin/python bench/parallel_slots.py",
+        "command": ".venv/bin/python -m bench.parallel_slots",
         "date": "2026-01-01T00:00:00+00:00",
         "duration_s": 12.0,
         "machine": {
@@ -98,20 +95,17 @@ def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):
     text = out.read_text()
     assert "median: 0.31 of the epochs" in text and "| median | 93 |" in text and "AMD EPYC" in text
     assert (
-        "| [gpu](#gpu) | - | not run | - | `.venv/bin/python bench/gpu.py` |" in text and "old" not in text and text.count("By hand.") == 2
+        "| [gpu](#gpu) | - | not run | - | `.venv/bin/python -m bench.gpu` |" in text and "old" not in text and text.count("By hand.") == 2
     )
     growth = text.split("## growth", 1)[1]
     assert "<!-- begin generated: table growth -->\n<!-- end generated -->" in growth
 
 
 def test_search_quality_smoke_reports_every_figure_per_task_method_and_budget(tmp_path, monkeypatch):
-    """bench/search_quality.py --smoke: 2 tasks x 3 methods x 3 seeds through the real harness."""
+    """python -m bench.search_quality --smoke: 2 tasks x 3 methods x 3 seeds through the real harness."""
+    from bench import search_quality
+
     monkeypatch.chdir(tmp_path)
-    sys.path.insert(0, str(ROOT))
-    try:
-        from bench import search_quality
-    finally:
-        sys.path.remove(str(ROOT))
     search_quality.main(["--smoke", "--out", str(tmp_path), "--jobs", "1"])
     result = json.loads((tmp_path / "search_quality.json").read_text())
     assert set(result["tasks"]) == {"mfh3_good", "shaped"} and result["budgets"] == [12, 24]
@@ -126,12 +120,9 @@ def test_search_quality_smoke_reports_every_figure_per_task_method_and_budget(tm
 
 
 def test_regret_and_expected_running_time_on_hand_made_traces():
-    sys.path.insert(0, str(ROOT))
-    try:
-        from bench.quality.methods import Trace
-        from bench.quality.stats import ert, regret, regret_at
-    finally:
-        sys.path.remove(str(ROOT))
+    from bench.quality.methods import Trace
+    from bench.quality.stats import ert, regret, regret_at
+
     ref = (1.0, 0.0)  # maximize: optimum 1, median random 0
     assert regret(1.0, ref, "maximize") == 0.0 and regret(0.0, ref, "maximize") == 1.0
     assert regret(2.0, (0.0, 2.0), "minimize") == 1.0
@@ -147,16 +138,12 @@ def test_regret_and_expected_running_time_on_hand_made_traces():
 def test_ray_schedulers_prune_inside_the_budget_and_replay_the_same_search():
     """bench/quality/ray_methods.py: Ray's own ASHA objects stop trials in the shared ask/tell loop."""
     pytest.importorskip("ray.tune")
-    sys.path.insert(0, str(ROOT))
-    try:
-        from bench.quality.methods import METHODS
-        from bench.quality.tasks import make_task
-    finally:
-        sys.path.remove(str(ROOT))
+    from bench.quality.registry import METHODS, make_task
+
     task = make_task("shaped")
     for name in ("ray_asha", "hpsearch_ray"):
-        trace = METHODS[name](task, 36, 0)
+        trace = METHODS[name].run(task, 36, 0)
         assert trace.spent == sorted(trace.spent) and trace.spent[-1] <= 36
         assert trace.pruned_epochs > 0 and trace.trials > 36 // task.max_epochs  # stopped trials bought more trials
         assert trace.incumbent[-1] == trace.incumbent[-1]  # a completed trial: not nan
-        assert METHODS[name](task, 36, 0).incumbent == trace.incumbent  # same seed, same search
+        assert METHODS[name].run(task, 36, 0).incumbent == trace.incumbent  # same seed, same search

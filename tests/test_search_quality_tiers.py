@@ -4,13 +4,11 @@ the renderer sorts runs into tiers. The figures themselves live in bench/results
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 needs_fashion = pytest.mark.skipif(not (FASHION / "train-images-idx3-ubyte.gz").is_file(), reason="dataset-fashion-mnist not installed")
 
@@ -18,11 +16,9 @@ needs_fashion = pytest.mark.skipif(not (FASHION / "train-images-idx3-ubyte.gz").
 @pytest.fixture(scope="module")
 def quality() -> Any:
     pytest.importorskip("mfpbench")
-    sys.path.insert(0, str(ROOT))
-    from bench.quality import methods, render, stats, tasks
+    from bench.quality import methods, registry, render, stats
 
-    yield {"methods": methods, "render": render, "stats": stats, "tasks": tasks}
-    sys.path.remove(str(ROOT))
+    return {"methods": methods, "registry": registry, "render": render, "stats": stats}
 
 
 @needs_fashion
@@ -48,17 +44,17 @@ def test_a_live_trial_trains_only_the_epochs_the_method_asks_for(quality: Any) -
 
 
 def test_the_warm_start_counts_its_source_and_reruns_its_best_two(quality: Any) -> None:
-    methods, tasks = quality["methods"], quality["tasks"]
-    task = tasks.make_task("mfh3_good")
+    methods = quality["methods"]
+    task = quality["registry"].make_task("mfh3_good")
     trace = methods.hpsearch_warm(task, 48, seed=3)
     assert trace.spent[0] > methods.SOURCE_EPOCHS  # the source's 24 epochs come first
     assert trace.spent[-1] <= 48 and trace.trials >= 2
 
 
 def test_hyperband_searches_repeat_seed_by_seed(quality: Any) -> None:
-    methods, tasks, stats = quality["methods"], quality["tasks"], quality["stats"]
-    task = tasks.make_task("mfh3_good")
-    a, b = (methods.METHODS["hpsearch"](task, 72, seed=7) for _ in range(2))
+    registry, stats = quality["registry"], quality["stats"]
+    task = registry.make_task("mfh3_good")
+    a, b = (registry.METHODS["hpsearch"].run(task, 72, seed=7) for _ in range(2))
     assert a.spent == b.spent and a.incumbent == b.incumbent and a.pruned == b.pruned
     assert stats.regret_at(a, 72, task.reference(), task.direction) == stats.regret_at(b, 72, task.reference(), task.direction)
 

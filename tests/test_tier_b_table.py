@@ -1,4 +1,4 @@
-"""bench/tier_b_table.py: the Tier B table generator (Sobol configs of the bench Fashion-MNIST space,
+"""bench.tier_b_table: the Tier B table generator (Sobol configs of the bench Fashion-MNIST space,
 trained with the built-in objective, one row per (config, seed)).
 
 The table it wrote on a borrowed machine is bench/results/tier_b/table.jsonl.gz; these tests check
@@ -11,9 +11,9 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -37,12 +37,10 @@ sys.meta_path.insert(0, _Block())
 
 
 @pytest.fixture(scope="module")
-def tb() -> Iterator[ModuleType]:
-    sys.path.insert(0, str(ROOT / "bench"))  # as `python bench/tier_b_table.py` has it
-    import tier_b_table
+def tb() -> ModuleType:
+    from bench import tier_b_table
 
-    yield tier_b_table
-    sys.path.remove(str(ROOT / "bench"))
+    return tier_b_table
 
 
 def test_sobol_configs_land_in_the_space_and_repeat(tb: ModuleType) -> None:
@@ -89,9 +87,10 @@ def test_rows_hold_every_epoch_of_two_configs(tb: ModuleType) -> None:
 
 
 def _run_script(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
-    script = ROOT / "bench" / "tier_b_table.py"
-    code = BLOCK + f"import runpy; sys.argv[0] = {str(script)!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    """`python -m bench.tier_b_table ARGS` with the checkout importable but run from tmp_path."""
+    code = BLOCK + "import runpy; runpy.run_module('bench.tier_b_table', run_name='__main__', alter_sys=True)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
 @needs_fashion

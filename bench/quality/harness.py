@@ -2,8 +2,8 @@
 
 One search per (task, method, seed) runs at the largest budget and is read at every smaller
 budget on the way (a method's first 72 epochs do not depend on whether it may go on to 288),
-except for methods that plan with the budget (``BUDGET_AWARE``: hpsearch's defaults), which run
-once per distinct plan: budgets whose settings resolve the same (``plan``: 72 and 144 epochs both
+except for methods that plan with the budget (a registry entry's ``plan``: hpsearch's defaults),
+which run once per distinct plan: budgets whose settings resolve the same (72 and 144 epochs both
 give 3 start-up trials) share the run at the larger one. Results are plain dicts, ready for JSON.
 """
 
@@ -20,19 +20,14 @@ from typing import Any
 import numpy as np
 
 from bench.quality import stats
-from bench.quality.methods import (
-    CANDIDATES,  # noqa: E402
-    METHODS,
-    SECOND_ATTEMPT,
-    Trace,
-)
-from bench.quality.tasks import make_task
+from bench.quality.methods import Trace
+from bench.quality.registry import METHODS, make_task
+from bench.quality.tasks import Task
 
-BUDGET_AWARE = {"hpsearch", "hpsearch_ray", "hpsearch_warm", *CANDIDATES, *SECOND_ATTEMPT}  # their start-up trials follow the budget
-_TASKS: dict[str, Any] = {}
+_TASKS: dict[str, Task] = {}  # one per process: a task's reference and surrogate are built once
 
 
-def _task(name: str) -> Any:
+def _task(name: str) -> Task:
     if name not in _TASKS:
         _TASKS[name] = make_task(name)
     return _TASKS[name]
@@ -41,25 +36,22 @@ def _task(name: str) -> Any:
 def _one(job: tuple[str, str, int, int]) -> tuple[tuple[str, str, int, int], dict[str, Any]]:
     task_name, method, budget, seed = job
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    trace = METHODS[method](_task(task_name), budget, seed)
+    trace = METHODS[method].run(_task(task_name), budget, seed)
     return job, asdict(trace)
 
 
 @functools.cache  # summarise asks once per seed and epoch
 def plan(method: str, task: str, budget: int) -> Any:
-    """What a budget-aware method sets from ``budget``: the resolved start-up trials (the only
-    setting of hpsearch's defaults that follows the budget; the pruner follows the epochs)."""
-    from bench.quality.methods import SOURCE_EPOCHS, hpsearch_spec
-    from hpsearch.spec.defaults import startup_trials
-
-    own = budget - SOURCE_EPOCHS if method == "hpsearch_warm" else budget
-    return startup_trials(hpsearch_spec(_task(task), own, 0, **CANDIDATES.get(method, {}))).value
+    """What a budget-aware method sets from ``budget`` (its registry entry's ``plan``)."""
+    entry = METHODS[method]
+    assert entry.plan is not None
+    return entry.plan(_task(task), budget)
 
 
 def run_budget(task: str, method: str, budget: int, budgets: list[int]) -> int:
     """The budget of the search that is read at ``budget``: the largest of ``budgets`` with the
     same plan (every budget the largest one, for methods that do not plan with it)."""
-    if method not in BUDGET_AWARE:
+    if METHODS[method].plan is None:
         return max(budgets)
     mine = plan(method, task, budget)
     return max(b for b in budgets if b >= budget and plan(method, task, b) == mine)

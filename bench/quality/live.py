@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.quality.table import TableTask, space_of
+from bench.quality.table import SPEC, TableTask, space_of
 from bench.quality.tasks import MAX_EPOCHS
 
 
@@ -109,9 +109,7 @@ class LiveTask:
         if self._fixed is None:
             import yaml
 
-            from bench.quality.table import ROOT
-
-            fixed = yaml.safe_load((ROOT / "bench" / "spaces" / "bench_fashion.yaml").read_text())["fixed"]
+            fixed = yaml.safe_load(SPEC.read_text())["fixed"]
             fixed.update(threads=1, epochs=MAX_EPOCHS)
             if os.environ.get("HPSEARCH_BENCH_DATA"):
                 fixed["data_root"] = os.environ["HPSEARCH_BENCH_DATA"]

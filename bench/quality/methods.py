@@ -6,6 +6,9 @@ spent the budget: a trial still running then is cut off and never completes. The
 the completed (full max_epochs) trial with the best observed final value, scored on the task's
 noise-free ``true_value``. ``sampler_s`` counts only the method's own code (ask, tell, report,
 the pruning decision), not the task.
+
+This module holds the loop, Optuna's methods and hpsearch's; the peers (peers.py, ray_methods.py)
+build on its Trace and Incumbent, and registry.py names every method. It knows no peer.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class Incumbent:
             self.observed, self.true = self.sign * observed, observed if observed_only else self.task.true_value(config)
 
 
-def _quiet_optuna() -> Any:
+def quiet_optuna() -> Any:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
@@ -55,7 +58,7 @@ def _quiet_optuna() -> Any:
 def optuna_search(task: Task, budget: int, seed: int, sampler: Any, pruner: Any, study: Any = None) -> Trace:
     """The ask/tell loop every Optuna-based method shares (hpsearch's defaults included); on
     ``study`` when given (its own sampler and pruner), else on a new in-memory one."""
-    optuna = _quiet_optuna()
+    optuna = quiet_optuna()
     from hpsearch.spec.space import parse_space
 
     tree = parse_space(task.space, "space", [])
@@ -110,12 +113,12 @@ def optuna_search(task: Task, budget: int, seed: int, sampler: Any, pruner: Any,
 
 
 def random_search(task: Task, budget: int, seed: int) -> Trace:
-    optuna = _quiet_optuna()
+    optuna = quiet_optuna()
     return optuna_search(task, budget, seed, optuna.samplers.RandomSampler(seed=seed), optuna.pruners.NopPruner())
 
 
 def sobol(task: Task, budget: int, seed: int) -> Trace:
-    optuna = _quiet_optuna()
+    optuna = quiet_optuna()
     sampler = optuna.samplers.QMCSampler(qmc_type="sobol", scramble=True, seed=seed, warn_independent_sampling=False)
     return optuna_search(task, budget, seed, sampler, optuna.pruners.NopPruner())
 
@@ -123,57 +126,38 @@ def sobol(task: Task, budget: int, seed: int) -> Trace:
 def optuna_default(task: Task, budget: int, seed: int) -> Trace:
     """What a user gets from ``optuna.create_study(pruner=MedianPruner())``: TPE with its 10
     random start-up trials, the median pruner with its defaults (5 start-up trials, no warmup)."""
-    optuna = _quiet_optuna()
+    optuna = quiet_optuna()
     return optuna_search(task, budget, seed, optuna.samplers.TPESampler(seed=seed), optuna.pruners.MedianPruner())
 
 
 def tpe_hyperband(task: Task, budget: int, seed: int) -> Trace:
     """The issue's anchor: TPE with 3 start-up trials plus Hyperband from 1 epoch."""
-    optuna = _quiet_optuna()
+    optuna = quiet_optuna()
     sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=3)
     pruner = optuna.pruners.HyperbandPruner(min_resource=1, max_resource=task.max_epochs, reduction_factor=3)
     return optuna_search(task, budget, seed, sampler, pruner)
 
 
-def _second_attempt(pruner: str, startup: int | None = None, **tpe: Any) -> Method:
-    """A variant of the second attempt at the defaults (seeds 0-59, not shipped): hpsearch's
-    budget-aware start-up (or ``startup`` trials) with another TPE setting or pruner, as plain
-    Optuna objects."""
+def tpe_with(pruner: str, startup: int | None = None, **tpe: Any) -> Method:
+    """TPE (multivariate, grouped unless ``tpe`` says otherwise) with hpsearch's budget-aware
+    start-up trials (or ``startup``) and one of ``PRUNERS``, as plain Optuna objects: the
+    variants of the second and third attempts at the defaults."""
 
     def method(task: Task, budget: int, seed: int) -> Trace:
-        from hpsearch.spec.defaults import startup_trials
-
-        optuna = _quiet_optuna()
-        n = startup if startup is not None else startup_trials(hpsearch_spec(task, budget, seed)).value
-        options = {"multivariate": True, "group": True} | tpe
-        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=n, **options)
-        pruners = {
-            "hyperband": lambda: optuna.pruners.HyperbandPruner(min_resource=1, max_resource=task.max_epochs, reduction_factor=3),
-            "hyperband_rf2": lambda: optuna.pruners.HyperbandPruner(min_resource=1, max_resource=task.max_epochs, reduction_factor=2),
-            "sh_min2": lambda: optuna.pruners.SuccessiveHalvingPruner(min_resource=2, reduction_factor=3),
-            "median": lambda: optuna.pruners.MedianPruner(),  # Optuna's defaults: may prune from epoch 1
-            "median_w1": lambda: optuna.pruners.MedianPruner(n_warmup_steps=2),  # hpsearch's: epoch 1 never pruned
-        }
-        return optuna_search(task, budget, seed, sampler, pruners[pruner]())
+        optuna = quiet_optuna()
+        n = startup if startup is not None else startup_plan(task, budget)
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=n, **({"multivariate": True, "group": True} | tpe))
+        return optuna_search(task, budget, seed, sampler, PRUNERS[pruner](optuna, task.max_epochs))
 
     return method
 
 
-SECOND_ATTEMPT: dict[str, Method] = {
-    "tpe_ei64": _second_attempt("hyperband", n_ei_candidates=64),
-    "tpe_univariate": _second_attempt("hyperband", multivariate=False, group=False),  # independent TPE (Optuna 5: multivariate by default)
-    "tpe_sh_min2": _second_attempt("sh_min2"),
-    "tpe_hb_rf2": _second_attempt("hyperband_rf2"),
-}
-
-# The third attempt (2026-12-04, calibration seeds): Optuna's defaults (10 start-up trials, so not
-# budget-aware) with one of hpsearch's choices each. Optuna 5's TPESampler is already multivariate
-# for one objective, so ``t3_group`` differs from Optuna's defaults only by group=True (the same
-# search on a space without conditional options); ``t3_univariate_w1`` is independent TPE with a
-# median pruner that never prunes at epoch 1 (hpsearch's median setting).
-THIRD_ATTEMPT: dict[str, Method] = {
-    "t3_group": _second_attempt("median", startup=10),
-    "t3_univariate_w1": _second_attempt("median_w1", startup=10, multivariate=False, group=False),
+PRUNERS: dict[str, Callable[[Any, int], Any]] = {  # name -> (optuna, max_epochs) -> pruner
+    "hyperband": lambda optuna, top: optuna.pruners.HyperbandPruner(min_resource=1, max_resource=top, reduction_factor=3),
+    "hyperband_rf2": lambda optuna, top: optuna.pruners.HyperbandPruner(min_resource=1, max_resource=top, reduction_factor=2),
+    "sh_min2": lambda optuna, top: optuna.pruners.SuccessiveHalvingPruner(min_resource=2, reduction_factor=3),
+    "median": lambda optuna, top: optuna.pruners.MedianPruner(),  # Optuna's defaults: may prune from epoch 1
+    "median_w1": lambda optuna, top: optuna.pruners.MedianPruner(n_warmup_steps=2),  # hpsearch's: epoch 1 never pruned
 }
 
 
@@ -201,13 +185,22 @@ def hpsearch_spec(task: Task, budget: int, seed: int, **overrides: Any) -> Any:
     return spec
 
 
+def startup_plan(task: Task, budget: int, **overrides: Any) -> int:
+    """What hpsearch sets from the budget: its resolved start-up trials (the only setting of its
+    defaults that follows the budget; the pruner follows the epochs)."""
+    from hpsearch.spec.defaults import startup_trials
+
+    n: int = startup_trials(hpsearch_spec(task, budget, 0, **overrides)).value
+    return n
+
+
 def hpsearch_defaults(task: Task, budget: int, seed: int, **overrides: Any) -> Trace:
     """hpsearch's shipped defaults, built by the code path ``hpsearch run`` uses (registry builders
     from a Spec), not re-implemented here."""
     from hpsearch.study.open import build_pruner, build_sampler
 
     spec = hpsearch_spec(task, budget, seed, **overrides)
-    _quiet_optuna()
+    quiet_optuna()
     return optuna_search(task, budget, seed, build_sampler(spec), build_pruner(spec))
 
 
@@ -245,7 +238,7 @@ def hpsearch_warm(task: Task, budget: int, seed: int) -> Trace:
 
     from hpsearch.study.open import build_pruner, build_sampler, open_study
 
-    _quiet_optuna()
+    quiet_optuna()
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{folder}/source.db"
         cheap = Fidelity(task, SOURCE_FIDELITY)
@@ -262,46 +255,6 @@ def hpsearch_warm(task: Task, budget: int, seed: int) -> Trace:
     return trace
 
 
-# The variants the budget-aware defaults were chosen from (Tier A, seeds 0-39): each is hpsearch
-# with these spec keys set; "hpsearch" above is the shipped default with none set.
-CANDIDATES: dict[str, dict[str, Any]] = {
-    "hp_hb_k3": {"sampler": {"startup_trials": 3}, "pruner": {"name": "hyperband"}},
-    "hp_hb_k10": {"sampler": {"startup_trials": 10}, "pruner": {"name": "hyperband"}},
-    "hp_sh": {"pruner": {"name": "successive_halving", "reduction_factor": 3}},
-    "hp_median": {"pruner": {"name": "median"}},
-    "hp_median_k10": {"sampler": {"startup_trials": 10}, "pruner": {"name": "median"}},
-    "hp_none": {"pruner": {"name": "none"}},
-    "hp_hb_min2": {"pruner": {"name": "hyperband", "warmup_epochs": 2}},
-    "hp_hb_min3": {"pruner": {"name": "hyperband", "warmup_epochs": 3}},
-    "hp_median_w3": {"pruner": {"name": "median", "warmup_epochs": 3, "startup_trials": 3}},
-    "hp_median_w2": {"pruner": {"name": "median", "warmup_epochs": 2, "startup_trials": 3}},
-}
-
-
-def _candidate(overrides: dict[str, Any]) -> Method:
-    return lambda task, budget, seed: hpsearch_defaults(task, budget, seed, **overrides)
-
-
-METHODS: dict[str, Method] = {
-    "random": random_search,
-    "sobol": sobol,
-    "optuna_default": optuna_default,
-    "tpe_hyperband": tpe_hyperband,
-    "hpsearch": hpsearch_defaults,
-    "hpsearch_warm": hpsearch_warm,
-}
-
-
-METHODS.update({name: _candidate(o) for name, o in CANDIDATES.items()})
-METHODS.update(SECOND_ATTEMPT)
-METHODS.update(THIRD_ATTEMPT)
-
-
-def _register_optional() -> None:
-    from bench.quality import peers, ray_methods
-
-    METHODS.update(peers.available())
-    METHODS.update(ray_methods.available())
-
-
-_register_optional()
+def warm_plan(task: Task, budget: int) -> int:
+    """hpsearch_warm's plan: its warm-started study's start-up trials, on what the source leaves."""
+    return startup_plan(task, budget - SOURCE_EPOCHS)

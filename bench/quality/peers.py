@@ -3,8 +3,8 @@
 Both get the task's space as a ConfigSpace (conditional options as conditions), ask for a
 (config, fidelity) pair, and are told the observed value at that fidelity. A job at fidelity f
 trains from scratch for round(f) epochs and costs them (neither continues a lower-fidelity run);
-a job at the full 6 epochs is a completed trial and may become the incumbent. Each is
-registered only when its package imports (``make bench`` installs them).
+a job at the full 6 epochs is a completed trial and may become the incumbent. registry.py
+offers each only where its package is installed (``make bench`` installs them).
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import logging
 import math
 import tempfile
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # methods.py registers these peers: a runtime import would be a loop
-    from bench.quality.methods import Method, Trace
-    from bench.quality.tasks import Task
+from bench.quality.methods import Incumbent, Trace
+from bench.quality.tasks import Task
 
 
 def configspace(task: Task, seed: int) -> Any:
@@ -70,8 +69,6 @@ def flat_config(tree: Any, values: dict[str, Any]) -> dict[str, Any]:
 
 def _run(task: Task, budget: int, seed: int, ask: Any, tell: Any) -> Trace:
     """The shared loop: ask (config, fidelity), spend its epochs, tell the observed value."""
-    from bench.quality.methods import Incumbent, Trace
-
     trace, best, spent, own = Trace(), Incumbent(task), 0, 0.0
     sign = -1.0 if task.direction == "maximize" else 1.0  # both peers minimise
     while spent < budget:
@@ -152,11 +149,3 @@ def smac_hb_search(task: Task, budget: int, seed: int) -> Trace:
             smac.tell(info, TrialValue(cost=loss if math.isfinite(loss) else 1e9), save=False)
 
         return _run(task, budget, seed, ask, tell)
-
-
-def available() -> dict[str, Method]:
-    """The peers whose packages are installed (found, not imported: dask takes seconds)."""
-    from importlib.util import find_spec
-
-    peers: dict[str, Method] = {"dehb": dehb_search, "smac_hb": smac_hb_search}
-    return {name: fn for name, fn in peers.items() if find_spec(name.split("_")[0]) is not None}

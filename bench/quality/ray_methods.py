@@ -38,11 +38,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # methods.py registers these: a runtime import would be a loop
-    from bench.quality.methods import Method, Trace
-    from bench.quality.tasks import Task
+from bench.quality.methods import Incumbent, Trace, hpsearch_spec, optuna_search, quiet_optuna
+from bench.quality.peers import configspace, flat_config
+from bench.quality.tasks import Task
 
 METRIC = "value"  # the metric key of the results the scheduler reads; the epoch is the time attribute
 
@@ -82,9 +82,7 @@ def ray_asha(task: Task, budget: int, seed: int) -> Trace:
     import optuna
     from ray.tune.schedulers import ASHAScheduler
 
-    from bench.quality.methods import _quiet_optuna, optuna_search
-
-    _quiet_optuna()
+    quiet_optuna()
     mode = "max" if task.direction == "maximize" else "min"
     scheduler = ASHAScheduler(time_attr="epoch", metric=METRIC, mode=mode, max_t=task.max_epochs)
     sampler = optuna.samplers.RandomSampler(seed=seed)
@@ -93,14 +91,13 @@ def ray_asha(task: Task, budget: int, seed: int) -> Trace:
 
 def hpsearch_ray(task: Task, budget: int, seed: int) -> Trace:
     """hpsearch with ``backend: ray`` and nothing else set: the spec's sampler (``build_sampler``,
-    budget-aware start-up) and the scheduler ``hpsearch.engine.ray.build_scheduler`` builds from
+    budget-aware start-up) and the scheduler ``hpsearch.engine.ray.search.build_scheduler`` builds from
     the spec (ASHA: grace ``pruner.warmup_epochs`` + 1 = 2 epochs, reduction factor 3)."""
-    from bench.quality.methods import _quiet_optuna, hpsearch_spec, optuna_search
-    from hpsearch.engine.ray import build_scheduler
+    from hpsearch.engine.ray.search import build_scheduler
     from hpsearch.study.open import build_sampler
 
     spec = hpsearch_spec(task, budget, seed).model_copy(update={"backend": "ray"})
-    _quiet_optuna()
+    quiet_optuna()
     return optuna_search(task, budget, seed, build_sampler(spec), scheduler_pruner(build_scheduler(spec), task.max_epochs))
 
 
@@ -187,9 +184,6 @@ def ray_bohb(task: Task, budget: int, seed: int) -> Trace:
     from ray.tune.schedulers import HyperBandForBOHB, TrialScheduler
     from ray.tune.search.bohb import TuneBOHB
 
-    from bench.quality.methods import Incumbent, Trace
-    from bench.quality.peers import configspace, flat_config
-
     logging.getLogger("hpbandster").setLevel(logging.ERROR)  # "sampled vector has EI value nan": BOHB falls back itself
     tree, cs = configspace(task, seed)
     mode = "max" if task.direction == "maximize" else "min"
@@ -253,16 +247,3 @@ def ray_bohb(task: Task, budget: int, seed: int) -> Trace:
             np.random.set_state(state)
     trace.sampler_s = own
     return trace
-
-
-def available() -> dict[str, Method]:
-    """These methods when Ray Tune is installed, ray_bohb when hpbandster is too (found, not
-    imported: ray takes seconds)."""
-    from importlib.util import find_spec
-
-    if find_spec("ray") is None:
-        return {}
-    found: dict[str, Method] = {"ray_asha": ray_asha, "hpsearch_ray": hpsearch_ray}
-    if find_spec("hpbandster") is not None:  # TuneBOHB's model (make bench installs it)
-        found["ray_bohb"] = ray_bohb
-    return found

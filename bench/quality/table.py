@@ -1,6 +1,6 @@
 """Tier B: hpsearch's own Fashion-MNIST space, replayed from a table of trained runs.
 
-bench/results/tier_b/table.jsonl.gz holds Sobol configs of spaces/bench_fashion.yaml trained
+bench/results/tier_b/table.jsonl.gz holds Sobol configs of bench/spaces/bench_fashion.yaml trained
 with the built-in objective (an MLP, 12,000 training and 5,000 validation images, 6 epochs),
 each with training seeds 0 and 1, every epoch's val_acc recorded (bench/tier_b_table.py), plus
 held-out configs. The replay is a surrogate: a random forest per epoch fitted on the table's
@@ -25,6 +25,7 @@ from bench.quality.tasks import MAX_EPOCHS, config_hash, random_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE = ROOT / "bench" / "results" / "tier_b" / "table.jsonl.gz"
+SPEC = ROOT / "bench" / "spaces" / "bench_fashion.yaml"  # the space the table was drawn from
 CHANCE = 0.1  # val_acc of a diverged run (10 classes)
 
 
@@ -36,11 +37,8 @@ def load_rows(path: Path = TABLE) -> list[dict[str, Any]]:
 def space_of() -> dict[str, Any]:
     import yaml
 
-    for spec in (ROOT / "bench" / "spaces" / "bench_fashion.yaml", ROOT / "spaces" / "bench_fashion.yaml"):
-        if spec.is_file():
-            space: dict[str, Any] = yaml.safe_load(spec.read_text())["space"]
-            return space
-    raise FileNotFoundError("bench_fashion.yaml")
+    space: dict[str, Any] = yaml.safe_load(SPEC.read_text())["space"]
+    return space
 
 
 def features(c: dict[str, Any]) -> list[float]:

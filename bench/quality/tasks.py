@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 MAX_EPOCHS = 6
+MFH = [f"mfh{d}_{k}" for d in (3, 6) for k in ("good", "moderate", "bad", "terrible")]  # Tier A's Hartmann tasks
 
 
 class Task(Protocol):
@@ -190,25 +191,3 @@ def _shaped_grid() -> list[dict[str, Any]]:
                         | {"warmup_epochs": 0.3, "label_smoothing": 0.08}
                     )
     return out
-
-
-# ---------------------------------------------------------------------------- registry
-
-TIER_A = [f"mfh{d}_{k}" for d in (3, 6) for k in ("good", "moderate", "bad", "terrible")] + ["shaped"]
-
-
-def make_task(name: str) -> Task:
-    if name.startswith("mfh"):
-        dims, difficulty = name[3], name.split("_", 1)[1]
-        return Hartmann(int(dims), difficulty)
-    if name == "shaped":
-        return Shaped()
-    if name == "fashion_table":
-        from bench.quality.table import TableTask
-
-        return TableTask()
-    if name == "fashion_live":
-        from bench.quality.live import LiveTask
-
-        return LiveTask()
-    raise SystemExit(f"unknown task {name!r}; the tasks are {', '.join([*TIER_A, 'fashion_table', 'fashion_live'])}")

@@ -1,0 +1,95 @@
+"""Every task and method of the search-quality harness, by name: what ``--tier``, ``--tasks``
+and ``--methods`` of ``python -m bench.search_quality`` read.
+
+Adding a method is one entry in ``METHODS``: a ``(task, budget, seed) -> Trace`` function
+(methods.py's loop makes one from an Optuna sampler and pruner), or ``hpsearch(**spec keys)``
+for hpsearch with some spec keys set. An entry whose settings follow the budget says so with
+``plan``, so that the harness runs it once per distinct plan instead of once per budget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from importlib.util import find_spec
+from typing import Any
+
+from bench.quality import methods as m
+from bench.quality.live import LiveTask
+from bench.quality.peers import dehb_search, smac_hb_search
+from bench.quality.ray_methods import hpsearch_ray, ray_asha, ray_bohb
+from bench.quality.table import TableTask
+from bench.quality.tasks import MFH, Hartmann, Shaped, Task
+
+TASKS: dict[str, Callable[[], Task]] = {
+    **{name: partial(Hartmann, int(name[3]), name.split("_", 1)[1]) for name in MFH},
+    "shaped": Shaped,
+    "fashion_table": TableTask,
+    "fashion_live": LiveTask,
+}
+TIERS = {"synthetic": [*MFH, "shaped"], "table": ["fashion_table"], "live": ["fashion_live"]}
+
+
+@dataclass(frozen=True)
+class Entry:
+    run: m.Method
+    # the method's settings from (task, budget), for one that plans with the budget: searches at
+    # budgets with the same plan are one search (at 72 and 144 epochs hpsearch resolves the same
+    # 3 start-up trials), read at each; None: one search at the largest budget, read at every one
+    plan: Callable[[Task, int], Any] | None = None
+    needs: tuple[str, ...] = ()  # packages it imports (found, not imported: ray and dask take seconds)
+
+
+def hpsearch(**keys: Any) -> Entry:
+    """hpsearch with these spec keys set (none: its shipped defaults), built as ``hpsearch run`` builds them."""
+    return Entry(partial(m.hpsearch_defaults, **keys), plan=partial(m.startup_plan, **keys))
+
+
+METHODS: dict[str, Entry] = {
+    "random": Entry(m.random_search),
+    "sobol": Entry(m.sobol),
+    "optuna_default": Entry(m.optuna_default),
+    "tpe_hyperband": Entry(m.tpe_hyperband),
+    "hpsearch": hpsearch(),
+    "hpsearch_warm": Entry(m.hpsearch_warm, plan=m.warm_plan),
+    # peers outside Optuna (make bench installs them)
+    "dehb": Entry(dehb_search, needs=("dehb",)),
+    "smac_hb": Entry(smac_hb_search, needs=("smac",)),
+    "ray_asha": Entry(ray_asha, needs=("ray",)),
+    "hpsearch_ray": Entry(hpsearch_ray, plan=m.startup_plan, needs=("ray",)),
+    "ray_bohb": Entry(ray_bohb, needs=("ray", "hpbandster")),
+    # the first attempt at the defaults (Tier A, seeds 0-39): hpsearch with these spec keys set
+    "hp_hb_k3": hpsearch(sampler={"startup_trials": 3}, pruner={"name": "hyperband"}),
+    "hp_hb_k10": hpsearch(sampler={"startup_trials": 10}, pruner={"name": "hyperband"}),
+    "hp_sh": hpsearch(pruner={"name": "successive_halving", "reduction_factor": 3}),
+    "hp_median": hpsearch(pruner={"name": "median"}),
+    "hp_median_k10": hpsearch(sampler={"startup_trials": 10}, pruner={"name": "median"}),
+    "hp_none": hpsearch(pruner={"name": "none"}),
+    "hp_hb_min2": hpsearch(pruner={"name": "hyperband", "warmup_epochs": 2}),
+    "hp_hb_min3": hpsearch(pruner={"name": "hyperband", "warmup_epochs": 3}),
+    "hp_median_w3": hpsearch(pruner={"name": "median", "warmup_epochs": 3, "startup_trials": 3}),
+    "hp_median_w2": hpsearch(pruner={"name": "median", "warmup_epochs": 2, "startup_trials": 3}),
+    # the second attempt (seeds 0-59, not shipped): hpsearch's start-up with another TPE setting or pruner
+    "tpe_ei64": Entry(m.tpe_with("hyperband", n_ei_candidates=64), plan=m.startup_plan),
+    "tpe_univariate": Entry(m.tpe_with("hyperband", multivariate=False, group=False), plan=m.startup_plan),
+    "tpe_sh_min2": Entry(m.tpe_with("sh_min2"), plan=m.startup_plan),
+    "tpe_hb_rf2": Entry(m.tpe_with("hyperband_rf2"), plan=m.startup_plan),
+    # the third (2026-12-04, calibration seeds): Optuna's defaults (10 start-up trials) with one of
+    # hpsearch's choices each. Optuna 5's TPE is already multivariate for one objective, so
+    # t3_group differs from Optuna's defaults only by group=True; t3_univariate_w1 is independent
+    # TPE with a median pruner that never prunes at epoch 1 (hpsearch's median setting)
+    "t3_group": Entry(m.tpe_with("median", startup=10)),
+    "t3_univariate_w1": Entry(m.tpe_with("median_w1", startup=10, multivariate=False, group=False)),
+}
+
+
+def available() -> dict[str, Entry]:
+    """The methods whose packages are installed."""
+    return {name: e for name, e in METHODS.items() if all(find_spec(package) is not None for package in e.needs)}
+
+
+def make_task(name: str) -> Task:
+    if name not in TASKS:
+        raise SystemExit(f"unknown task {name!r}; the tasks are {', '.join(TASKS)}")
+    return TASKS[name]()
