@@ -123,7 +123,7 @@ def add_scale_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_rerun_args(p: argparse.ArgumentParser) -> None:
-    """promote and audit: fixed-config re-runs through the engine's slots (reruns.py)."""
+    """promote and audit: fixed-config re-runs through the engine's slots (study/rerun_queue.py)."""
     add_scale_args(p)
     p.add_argument("--queue-only", action="store_true", help="queue the re-runs for `hpsearch worker` processes and exit")
     p.add_argument("--quiet", action="store_true", help="no per-epoch lines")

@@ -49,7 +49,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     check_warm_start(spec)
     resume_anyway(spec, args)
     from hpsearch.engine.optuna import machine_salt, run
-    from hpsearch.study.reruns import joined
+    from hpsearch.study.rerun_queue import joined
 
     spec = joined(spec)  # --study NAME-promote / NAME-audit: that study's queued runs, pruner off
     summary = run(spec, quiet=args.quiet, seed_salt=machine_salt())

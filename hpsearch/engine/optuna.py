@@ -62,7 +62,7 @@ from hpsearch.study.liveness import (
 )
 from hpsearch.study.open import open_study
 from hpsearch.study.progress import Progress
-from hpsearch.study.reruns import RERUN_CONFIG, is_reruns, nothing_left
+from hpsearch.study.rerun_queue import RERUN_CONFIG, is_reruns, nothing_left
 from hpsearch.study.storage import disk_full, frozen, open_storage, outage_limit
 from hpsearch.study.summary import Summary, announce, record, refresh, summary, trial_value_text
 from hpsearch.trial.objective import load_objective
@@ -118,7 +118,7 @@ def machine_salt() -> int:
 
 def claim(study: optuna.Study, budget: int, lock: ClaimLock, observer: Observer, reruns: bool = False) -> optuna.Trial | None:
     """A new RUNNING trial of this worker, or None while running + finished trials cover the budget.
-    ``reruns`` (promote, audit: reruns.py): only a queued run, never a new sample."""
+    ``reruns`` (promote, audit: study/rerun_queue.py): only a queued run, never a new sample."""
     with lock.held():
         n = own_counts(study)  # imported trials (warm_start.study) do not spend the budget
         if n.get(TrialState.RUNNING) and check(study, observer):  # a dead process's trial failed, its config queued: claimed next

@@ -6,14 +6,14 @@ import html
 import math
 from typing import Any
 
-from hpsearch.plots.context import ALL_TRIALS_COLOUR, _colour_by, _Context, _option_colours
-from hpsearch.plots.importances import _Importances
+from hpsearch.plots.context import ALL_TRIALS_COLOUR, Context, colour_key, option_colours
+from hpsearch.plots.importances import Importances
 
 
-def _groups_for(ctx: _Context, metric: str) -> list[_Importances]:
+def _groups_for(ctx: Context, metric: str) -> list[Importances]:
     """The sets drawn for one metric: all trials, and each option of the main choice (more
     sets make the bars unreadable; the index table has every set)."""
-    main = _colour_by(ctx, ctx.top_params)
+    main = colour_key(ctx, ctx.top_params)
     groups = [g for g in ctx.importances if g.metric == metric and (g.trials == "all" or g.trials.startswith(f"{main}="))]
     if not groups:
         reasons = [r for label, r in ctx.importance_skips if label == f"all ({metric})"]
@@ -21,22 +21,22 @@ def _groups_for(ctx: _Context, metric: str) -> list[_Importances]:
     return groups
 
 
-def _bar_colours(ctx: _Context) -> dict[str, str]:
-    return {"all": ALL_TRIALS_COLOUR, **_option_colours(ctx, _colour_by(ctx, ctx.top_params))}
+def _bar_colours(ctx: Context) -> dict[str, str]:
+    return {"all": ALL_TRIALS_COLOUR, **option_colours(ctx, colour_key(ctx, ctx.top_params))}
 
 
-def _importance_rows(groups: list[_Importances]) -> list[str]:
+def importance_rows(groups: list[Importances]) -> list[str]:
     """Parameters in the order of the first group's ranking, then any only the others have."""
     return list(dict.fromkeys(p for g in groups for p in g.scores))
 
 
-def _importances_plotly(ctx: _Context, **kwargs: Any) -> Any:
+def importances_plotly(ctx: Context, **kwargs: Any) -> Any:
     import plotly.graph_objects as go
 
     metric = kwargs["target_name"]
     groups = _groups_for(ctx, metric)
     colours = _bar_colours(ctx)
-    params = _importance_rows(groups)[::-1]  # plotly draws the first row at the bottom
+    params = importance_rows(groups)[::-1]  # plotly draws the first row at the bottom
     fig = go.Figure(
         [
             go.Bar(
@@ -59,12 +59,12 @@ def _importances_plotly(ctx: _Context, **kwargs: Any) -> Any:
     return fig
 
 
-def _importances_matplotlib(ctx: _Context, **kwargs: Any) -> Any:
+def importances_matplotlib(ctx: Context, **kwargs: Any) -> Any:
     import matplotlib.pyplot as plt
 
     metric = kwargs["target_name"]
     groups = _groups_for(ctx, metric)
-    params = _importance_rows(groups)
+    params = importance_rows(groups)
     height = 0.8 / len(groups)
     _, ax = plt.subplots(figsize=(6.4, max(3.0, 0.9 + 0.15 * len(params) * len(groups))))
     for k, g in enumerate(groups):

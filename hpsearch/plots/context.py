@@ -1,4 +1,4 @@
-"""What every plot needs to know about the study, computed once (`_context`), and the helpers
+"""What every plot needs to know about the study, computed once (`build_context`), and the helpers
 the plots share: which parameters to draw, option colours, axis types, the best trial.
 """
 
@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
     from optuna.trial import FrozenTrial
 
-from hpsearch.plots.flatten import _complete, _Flat, _flatten
-from hpsearch.plots.importances import _importance_groups, _Importances
+from hpsearch.plots.flatten import Flat, completed_states, flatten_study
+from hpsearch.plots.importances import Importances, importance_groups
 
 STATE_COLOURS = {  # learning-curve colour per TrialState name
     "COMPLETE": "#1f77b4",
@@ -37,18 +37,18 @@ LR_NAMES = ("lr", "learning_rate")  # leaf names always drawn in slices, contour
 
 
 @dataclass(frozen=True)
-class _Context:
+class Context:
     """What the plot table needs to know about the study, computed once."""
 
     study: optuna.Study
-    flat: _Flat
+    flat: Flat
     metric_names: list[str]
     trials: list[FrozenTrial]
     completed: list[FrozenTrial]
     pruned: list[FrozenTrial]
     top_params: list[str]  # flattened names: by importance for the first metric, then the rest
     importance_error: str | None  # why importances cannot be computed, None if they can
-    importances: list[_Importances]
+    importances: list[Importances]
     importance_skips: list[tuple[str, str]]  # (trials, reason) for options left out
 
     @property
@@ -56,23 +56,23 @@ class _Context:
         return len(self.metric_names) > 1
 
 
-def _is_lr(name: str) -> bool:
+def is_lr(name: str) -> bool:
     return name.rsplit(".", 1)[-1] in LR_NAMES
 
 
-def _focus(ctx: _Context, n: int) -> list[str]:
+def focus(ctx: Context, n: int) -> list[str]:
     """The n most important parameters, the learning rate always among them."""
-    pinned = [p for p in ctx.top_params if _is_lr(p)][:n]
+    pinned = [p for p in ctx.top_params if is_lr(p)][:n]
     rest = [p for p in ctx.top_params if p not in pinned][: n - len(pinned)]
     return sorted(pinned + rest, key=ctx.top_params.index)
 
 
-def _trial_states(ctx: _Context) -> dict[str, str]:
+def trial_states(ctx: Context) -> dict[str, str]:
     """Curve label used by optuna's intermediate-value plots -> TrialState name."""
     return {f"Trial{t.number}": t.state.name for t in ctx.trials}
 
 
-def _colour_by(ctx: _Context, params: list[str]) -> str | None:
+def colour_key(ctx: Context, params: list[str]) -> str | None:
     """The choice whose option colours the points: that of the first merged parameter drawn,
     else the first choice with parameters of its own."""
     for p in params:
@@ -81,7 +81,7 @@ def _colour_by(ctx: _Context, params: list[str]) -> str | None:
     return ctx.flat.options[0][0] if ctx.flat.options else None
 
 
-def _option_colours(ctx: _Context, choice: str | None) -> dict[str, str]:
+def option_colours(ctx: Context, choice: str | None) -> dict[str, str]:
     options = [o for c, o in ctx.flat.options if c == choice]
     for t in ctx.flat.study.get_trials(deepcopy=False):  # options without parameters too
         if choice in t.params and t.params[choice] not in options:
@@ -89,51 +89,51 @@ def _option_colours(ctx: _Context, choice: str | None) -> dict[str, str]:
     return {f"{choice}={o}": OPTION_COLOURS[i % len(OPTION_COLOURS)] for i, o in enumerate(options)}
 
 
-def _distribution(ctx: _Context, param: str) -> BaseDistribution:
+def distribution_of(ctx: Context, param: str) -> BaseDistribution:
     return next(t.distributions[param] for t in ctx.flat.study.get_trials(deepcopy=False) if param in t.distributions)
 
 
-def _axis(ctx: _Context, param: str) -> str:
+def param_axis(ctx: Context, param: str) -> str:
     """plotly axis type for a parameter: log, category or linear."""
     from optuna.distributions import CategoricalDistribution
 
-    dist = _distribution(ctx, param)
+    dist = distribution_of(ctx, param)
     if isinstance(dist, CategoricalDistribution):
         return "category"
     return "log" if getattr(dist, "log", False) else "linear"
 
 
-def _best(ctx: _Context, objective: int) -> FrozenTrial | None:
+def best_of(ctx: Context, objective: int) -> FrozenTrial | None:
     """The flattened completed trial with the best value of one metric, per its direction."""
     sign = 1 if ctx.study.directions[objective].name == "MINIMIZE" else -1
-    finite = [t for t in ctx.flat.study.get_trials(deepcopy=False, states=_complete()) if math.isfinite(t.values[objective])]
+    finite = [t for t in ctx.flat.study.get_trials(deepcopy=False, states=completed_states()) if math.isfinite(t.values[objective])]
     return min(finite, key=lambda t: (sign * t.values[objective], t.number), default=None)
 
 
-def _numeric(ctx: _Context, param: str) -> bool:
+def is_numeric(ctx: Context, param: str) -> bool:
     """Whether optuna's contour gives the parameter a numeric axis (numeric choices too)."""
     from optuna.distributions import CategoricalDistribution
 
-    dist = _distribution(ctx, param)
+    dist = distribution_of(ctx, param)
     if not isinstance(dist, CategoricalDistribution):
         return True
     return all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in dist.choices)
 
 
-def _context(study: optuna.Study) -> _Context:
+def build_context(study: optuna.Study) -> Context:
     trials = study.get_trials(deepcopy=False)
     completed = [t for t in trials if t.state.name == "COMPLETE"]
     pruned = [t for t in trials if t.state.name == "PRUNED"]
     names = _metric_names(study)
-    flat = _flatten(study)
-    groups, skips = _importance_groups(flat, names)
+    flat = flatten_study(study)
+    groups, skips = importance_groups(flat, names)
     first = next((g for g in groups if g.trials == "all" and g.metric == names[0]), None)
     error = None if first else next((r for label, r in skips if label == "all"), None)
     ranked = list(first.scores) if first else []
     # Important parameters first, then the rest (conditional ones included) by how often sampled.
-    by_count = _params_by_count(flat.study.get_trials(deepcopy=False, states=_complete()))
+    by_count = _params_by_count(flat.study.get_trials(deepcopy=False, states=completed_states()))
     top = ranked + [p for p in by_count if p not in ranked]
-    return _Context(study, flat, names, trials, completed, pruned, top, error, groups, skips)
+    return Context(study, flat, names, trials, completed, pruned, top, error, groups, skips)
 
 
 def _metric_names(study: optuna.Study) -> list[str]:
@@ -160,6 +160,6 @@ def _natural(value: Any) -> tuple[int, float, str]:
     return (1, 0.0, str(value))
 
 
-def _choices(ctx: _Context, param: str) -> list[Any]:
+def choice_labels(ctx: Context, param: str) -> list[Any]:
     """A categorical parameter's choices in natural order (numbers by value)."""
-    return sorted(getattr(_distribution(ctx, param), "choices", ()), key=_natural)
+    return sorted(getattr(distribution_of(ctx, param), "choices", ()), key=_natural)

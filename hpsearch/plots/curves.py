@@ -5,18 +5,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hpsearch.plots.context import STATE_COLOURS, _Context, _trial_states
+from hpsearch.plots.context import STATE_COLOURS, Context, trial_states
 
 
-def _skip_curves(ctx: _Context) -> str | None:
+def skip_curves(ctx: Context) -> str | None:
     if not any(t.intermediate_values for t in ctx.trials):
         return "no trial reported intermediate values"
     return None
 
 
-def _colour_curves_plotly(fig: Any, ctx: _Context, kwargs: dict[str, Any]) -> None:
+def colour_curves_plotly(fig: Any, ctx: Context, kwargs: dict[str, Any]) -> None:
     """Colour each learning curve by its trial's state; pruned curves dotted."""
-    states = _trial_states(ctx)
+    states = trial_states(ctx)
     shown: set[str] = set()
     for trace in fig.data:
         state = states.get(trace.name, "RUNNING")
@@ -34,11 +34,11 @@ def _colour_curves_plotly(fig: Any, ctx: _Context, kwargs: dict[str, Any]) -> No
     fig.update_xaxes(tickmode="linear", tick0=0, dtick=_epoch_step(ctx))  # whole epochs: no tick at 1.25
 
 
-def _colour_curves_matplotlib(ax: Any, ctx: _Context, kwargs: dict[str, Any]) -> None:
+def colour_curves_matplotlib(ax: Any, ctx: Context, kwargs: dict[str, Any]) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
-    states = _trial_states(ctx)
+    states = trial_states(ctx)
     present: set[str] = set()
     for line in ax.get_lines():
         state = states.get(line.get_label(), "RUNNING")
@@ -57,7 +57,7 @@ def _colour_curves_matplotlib(ax: Any, ctx: _Context, kwargs: dict[str, Any]) ->
     ax.set_ylabel(ctx.metric_names[0])
 
 
-def _epoch_step(ctx: _Context) -> int:
+def _epoch_step(ctx: Context) -> int:
     """Epochs between ticks: 1 up to 10 epochs, then about 10 ticks."""
     last = max((max(t.intermediate_values) for t in ctx.trials if t.intermediate_values), default=1)
     return max(1, math.ceil(last / 10))

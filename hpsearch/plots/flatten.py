@@ -2,7 +2,7 @@
 
 A parameter under a choice option is stored under its path (`optimizer.sgd.lr`,
 `optimizer.adamw.lr`; see `hpsearch.spec.space`), so none of them is sampled in every trial and
-Optuna's importances, slices and contours would leave out the learning rate. `_flatten` copies
+Optuna's importances, slices and contours would leave out the learning rate. `flatten_study` copies
 the study in memory with such a leaf as one parameter across all those trials (`lr`, on a log
 scale when every source is); every plot is drawn from that copy.
 """
@@ -28,7 +28,7 @@ class _Merged:
 
 
 @dataclass(frozen=True)
-class _Flat:
+class Flat:
     """The study with merged parameters: same trials, same numbers, in memory."""
 
     study: optuna.Study
@@ -36,7 +36,7 @@ class _Flat:
     options: list[tuple[str, Any]]  # (choice, option) pairs whose option has parameters
 
 
-def _flatten(study: optuna.Study) -> _Flat:
+def flatten_study(study: optuna.Study) -> Flat:
     """Copy the study in memory with each leaf shared by several options merged into one."""
     import optuna
 
@@ -69,7 +69,7 @@ def _flatten(study: optuna.Study) -> _Flat:
 
     flat = optuna.create_study(study_name=study.study_name, directions=study.directions)
     flat.add_trials([_renamed(t, rename) for t in trials])  # in order: numbers stay the same
-    return _Flat(flat, merged, _in_space_order(list(options), trials))
+    return Flat(flat, merged, _in_space_order(list(options), trials))
 
 
 def _in_space_order(options: list[tuple[str, Any]], trials: list[FrozenTrial]) -> list[tuple[str, Any]]:
@@ -143,7 +143,7 @@ def _renamed(t: FrozenTrial, rename: dict[str, tuple[str, BaseDistribution]]) ->
     )
 
 
-def _complete() -> tuple[Any, ...]:
+def completed_states() -> tuple[Any, ...]:
     from optuna.trial import TrialState
 
     return (TrialState.COMPLETE,)

@@ -10,13 +10,13 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-from hpsearch.plots.flatten import _complete, _Flat
+from hpsearch.plots.flatten import Flat, completed_states
 
 OPTION_MIN_TRIALS = 5  # completed trials an option needs for importances of its own
 
 
 @dataclass(frozen=True)
-class _Importances:
+class Importances:
     """fANOVA importances of one metric over one set of completed trials."""
 
     trials: str  # "all" or "optimizer=sgd"
@@ -25,10 +25,10 @@ class _Importances:
     scores: dict[str, float]  # parameter -> importance (they sum to 1), most important first
 
 
-def _importance_groups(flat: _Flat, metric_names: list[str]) -> tuple[list[_Importances], list[tuple[str, str]]]:
+def importance_groups(flat: Flat, metric_names: list[str]) -> tuple[list[Importances], list[tuple[str, str]]]:
     """Importances over all completed trials for each metric, and for the first metric per
     option that has parameters of its own; plus (trials, reason) for each set left out."""
-    completed = flat.study.get_trials(deepcopy=False, states=_complete())
+    completed = flat.study.get_trials(deepcopy=False, states=completed_states())
     sets: list[tuple[str, int, list[FrozenTrial], set[str], int]] = [("all", i, completed, set(), 2) for i in range(len(metric_names))]
     sets[1:1] = [  # the first metric's option sets right after its "all"
         (f"{choice}={option}", 0, [t for t in completed if t.params.get(choice) == option], {choice}, OPTION_MIN_TRIALS)
@@ -43,7 +43,7 @@ def _importance_groups(flat: _Flat, metric_names: list[str]) -> tuple[list[_Impo
         if isinstance(result, str):
             skips.append((label if i == 0 else f"{label} ({metric_names[i]})", result))
         else:
-            groups.append(_Importances(label, metric_names[i], len(trials), result))
+            groups.append(Importances(label, metric_names[i], len(trials), result))
     return groups, skips
 
 
@@ -65,12 +65,12 @@ def _scores(study: optuna.Study, trials: list[FrozenTrial], objective: int, excl
             subset,
             evaluator=FanovaImportanceEvaluator(seed=0),  # seeded: same ranking each run
             params=params,
-            target=_objective(objective),
+            target=objective_of(objective),
         )
     except (ValueError, RuntimeError) as e:
         return str(e)
     return dict(scores) if scores else "no parameter is sampled in every one of these trials"
 
 
-def _objective(i: int) -> Callable[[FrozenTrial], float]:
+def objective_of(i: int) -> Callable[[FrozenTrial], float]:
     return lambda t: t.values[i]

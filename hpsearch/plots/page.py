@@ -12,14 +12,14 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-from hpsearch.plots.bars import _importance_rows
-from hpsearch.plots.context import _Context, _context
-from hpsearch.plots.plots import _PLOTS, _draw, _Drawn, _title, _variants
+from hpsearch.plots.bars import importance_rows
+from hpsearch.plots.catalog import PLOTS, Drawn, draw_plot, plot_title, variants
+from hpsearch.plots.context import Context, build_context
 
 TOP_TRIALS = 10
 
 
-def _write_importances(ctx: _Context, path: Path) -> None:
+def _write_importances(ctx: Context, path: Path) -> None:
     data = {
         "evaluator": "fanova",
         "merged": {name: m.paths for name, m in ctx.flat.merged.items()},
@@ -38,20 +38,20 @@ def write_report(study: optuna.Study, out_dir: str | Path) -> list[Path]:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    ctx = _context(study)
-    drawn: list[_Drawn] = []
+    ctx = build_context(study)
+    drawn: list[Drawn] = []
     skipped: list[tuple[str, str]] = []
-    for plot in _PLOTS:
+    for plot in PLOTS:
         if plot.multi_only and not ctx.multi:
             continue
         if reason := plot.skip(ctx):
             skipped.append((plot.title, reason))
             continue
-        for suffix, kwargs in _variants(plot, ctx):
+        for suffix, kwargs in variants(plot, ctx):
             try:
-                drawn.append(_draw(plot, ctx, out, suffix, kwargs))
+                drawn.append(draw_plot(plot, ctx, out, suffix, kwargs))
             except Exception as e:  # one bad plot must not cost the whole report
-                skipped.append((_title(plot, suffix), f"failed: {e}"))
+                skipped.append((plot_title(plot, suffix), f"failed: {e}"))
 
     importances = out / "importances.json"
     _write_importances(ctx, importances)
@@ -79,7 +79,7 @@ th { background: #f3f3f3; }
 """
 
 
-def _index_html(ctx: _Context, drawn: list[_Drawn], skipped: list[tuple[str, str]], audit: str = "") -> str:
+def _index_html(ctx: Context, drawn: list[Drawn], skipped: list[tuple[str, str]], audit: str = "") -> str:
     name = html.escape(ctx.study.study_name)
     parts = [
         f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{name}</title>",
@@ -108,7 +108,7 @@ def _table(header: list[str] | None, rows: list[list[str]]) -> str:
     return f"<table>{head}{body}</table>"
 
 
-def _summary_table(ctx: _Context) -> str:
+def _summary_table(ctx: Context) -> str:
     counts: dict[str, int] = {}
     for t in ctx.trials:
         state = "IMPORTED" if "imported_from" in t.user_attrs else t.state.name  # warm_start.study: completed elsewhere
@@ -119,7 +119,7 @@ def _summary_table(ctx: _Context) -> str:
     return _table(None, rows)
 
 
-def _best_section(ctx: _Context) -> str:
+def _best_section(ctx: Context) -> str:
     from hpsearch.study.counts import own_best
 
     best = own_best(ctx.study)  # imported trials (warm_start.study) ran in another setting: not this study's results
@@ -129,7 +129,7 @@ def _best_section(ctx: _Context) -> str:
     return f"<h2>{title}</h2>" + _table(header, rows)
 
 
-def _top_trials(ctx: _Context) -> list[FrozenTrial]:
+def _top_trials(ctx: Context) -> list[FrozenTrial]:
     """Completed trials best first (Pareto trials first when multi-objective), then pruned
     trials by their last reported value of the first metric."""
     sign = 1 if ctx.study.directions[0].name == "MINIMIZE" else -1
@@ -145,7 +145,7 @@ def _last_value_key(t: FrozenTrial, sign: int) -> tuple[bool, float]:
     return (not math.isfinite(last), sign * last if math.isfinite(last) else 0.0)  # NaN last
 
 
-def _top_trials_table(ctx: _Context) -> str:
+def _top_trials_table(ctx: Context) -> str:
     trials = _top_trials(ctx)
     if not trials:
         return "<h2>Top trials</h2><p>No completed or pruned trials with values.</p>"
@@ -154,7 +154,7 @@ def _top_trials_table(ctx: _Context) -> str:
     return f"<h2>Top {len(trials)} trials</h2>" + _table(header, rows)
 
 
-def _trial_row(ctx: _Context, t: FrozenTrial) -> list[str]:
+def _trial_row(ctx: Context, t: FrozenTrial) -> list[str]:
     if t.state.name != "PRUNED" or not t.intermediate_values:
         values = [_fmt(v) for v in t.values or [None] * len(ctx.metric_names)]
     else:  # the last reported value of the first metric, at its epoch
@@ -183,7 +183,7 @@ def _fmt(v: Any, spec: str = ".6g") -> str:
     return f"{v:{spec}}" if isinstance(v, float) else str(v)
 
 
-def _importances_section(ctx: _Context) -> str:
+def _importances_section(ctx: Context) -> str:
     """One column per set of trials (all, then each option), one row per parameter."""
     parts = ["<h2>Parameter importances (fANOVA)</h2>"]
     if ctx.flat.merged:
@@ -195,7 +195,7 @@ def _importances_section(ctx: _Context) -> str:
         parts.append(_dashboard_note(ctx))
     if ctx.importances:
         header = ["parameter"] + [f"{html.escape(g.trials)} · {html.escape(g.metric)} ({g.completed} trials)" for g in ctx.importances]
-        rows = [[html.escape(p)] + [_fmt(g.scores.get(p), ".3f") for g in ctx.importances] for p in _importance_rows(ctx.importances)]
+        rows = [[html.escape(p)] + [_fmt(g.scores.get(p), ".3f") for g in ctx.importances] for p in importance_rows(ctx.importances)]
         parts.append(_table(header, rows).replace("<table>", "<table id='importances'>", 1))
     if ctx.importance_skips:
         items = "".join(f"<li>{html.escape(label)}: {html.escape(reason)}</li>" for label, reason in ctx.importance_skips)
@@ -204,7 +204,7 @@ def _importances_section(ctx: _Context) -> str:
     return "\n".join(parts)
 
 
-def _plots_section(drawn: list[_Drawn], skipped: list[tuple[str, str]]) -> str:
+def _plots_section(drawn: list[Drawn], skipped: list[tuple[str, str]]) -> str:
     parts = ["<h2>Plots</h2>"]
     if drawn:
         figures = "".join(
@@ -226,7 +226,7 @@ def _plots_section(drawn: list[_Drawn], skipped: list[tuple[str, str]]) -> str:
     return "\n".join(parts)
 
 
-def _dashboard_note(ctx: _Context) -> str:
+def _dashboard_note(ctx: Context) -> str:
     """Why optuna-dashboard's importances differ: it reads the stored parameters, where a merged
     one is several parameters each sampled in only some trials (optuna_dashboard/_importance.py)."""
     paths = ", ".join(html.escape(p) for m in ctx.flat.merged.values() for p in m.paths)

@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from hpsearch.plots.context import _choices, _Context, _distribution, _focus
-from hpsearch.plots.flatten import _complete
+from hpsearch.plots.context import Context, choice_labels, distribution_of, focus
+from hpsearch.plots.flatten import completed_states
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -43,17 +43,17 @@ class _Lines:
     axes: list[_Axis]  # the metric's, then one per parameter
 
 
-def _parallel_note(ctx: _Context, kwargs: dict[str, Any]) -> str | None:
-    hidden = [p for p in ctx.top_params if p not in _focus(ctx, PARALLEL_PARAMS)]
+def parallel_note(ctx: Context, kwargs: dict[str, Any]) -> str | None:
+    hidden = [p for p in ctx.top_params if p not in focus(ctx, PARALLEL_PARAMS)]
     if not hidden:
         return "a gap in a line: that trial has no such parameter (it belongs to another option)"
     return f"top {PARALLEL_PARAMS} of {len(ctx.top_params)} parameters by importance; not drawn: {', '.join(hidden)}"
 
 
-def _lines(ctx: _Context, params: list[str], metric: str) -> _Lines:
+def _lines(ctx: Context, params: list[str], metric: str) -> _Lines:
     i = ctx.metric_names.index(metric)
     maximize = ctx.study.directions[i].name == "MAXIMIZE"
-    trials = [t for t in ctx.flat.study.get_trials(deepcopy=False, states=_complete()) if math.isfinite(t.values[i])]
+    trials = [t for t in ctx.flat.study.get_trials(deepcopy=False, states=completed_states()) if math.isfinite(t.values[i])]
     trials.sort(key=lambda t: t.values[i] if maximize else -t.values[i])  # worst first
     values = [t.values[i] for t in trials]
     axes = [_numeric_axis(metric, values, log=False, integer=False)] + [_param_axis(ctx, p, trials) for p in params]
@@ -61,13 +61,13 @@ def _lines(ctx: _Context, params: list[str], metric: str) -> _Lines:
     return _Lines(title, metric, maximize, [t.number for t in trials], values, axes)
 
 
-def _param_axis(ctx: _Context, param: str, trials: list[FrozenTrial]) -> _Axis:
+def _param_axis(ctx: Context, param: str, trials: list[FrozenTrial]) -> _Axis:
     from optuna.distributions import CategoricalDistribution, IntDistribution
 
-    dist = _distribution(ctx, param)
+    dist = distribution_of(ctx, param)
     raw = [t.params.get(param) for t in trials]
     if isinstance(dist, CategoricalDistribution):
-        order = _choices(ctx, param)
+        order = choice_labels(ctx, param)
         where = {c: k / max(1, len(order) - 1) if len(order) > 1 else 0.5 for k, c in enumerate(order)}
         return _Axis(param, [math.nan if v is None else where[v] for v in raw], [(where[c], str(c)) for c in order])
     numbers = [math.nan if v is None else float(v) for v in raw]
@@ -108,7 +108,7 @@ def _colour_scale(lines: _Lines) -> list[str]:
     return [colors.to_hex(cmap(0.5 if hi == lo else (v - lo) / (hi - lo))) for v in lines.values]
 
 
-def _parallel_plotly(ctx: _Context, **kwargs: Any) -> Any:
+def parallel_plotly(ctx: Context, **kwargs: Any) -> Any:
     import plotly.graph_objects as go
 
     lines = _lines(ctx, kwargs["params"], kwargs["target_name"])
@@ -182,7 +182,7 @@ def _parallel_plotly(ctx: _Context, **kwargs: Any) -> Any:
     return fig
 
 
-def _parallel_matplotlib(ctx: _Context, **kwargs: Any) -> Any:
+def parallel_matplotlib(ctx: Context, **kwargs: Any) -> Any:
     import matplotlib.pyplot as plt
     from matplotlib import cm, colormaps, colors
 

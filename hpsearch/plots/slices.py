@@ -7,13 +7,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hpsearch.plots.context import PRUNED_COLOUR, STATE_COLOURS, _axis, _best, _choices, _colour_by, _Context, _option_colours
+from hpsearch.plots.context import PRUNED_COLOUR, STATE_COLOURS, Context, best_of, choice_labels, colour_key, option_colours, param_axis
 
 SLICE_PARAMS = 4  # panels in the slice plot
 
 
 @dataclass(frozen=True)
-class _Points:
+class Points:
     """Markers of one kind in one panel."""
 
     label: str
@@ -31,11 +31,11 @@ _MPL_MARKERS = {  # plotly symbol -> matplotlib scatter style
 }
 
 
-def _points(ctx: _Context, param: str, objective: int, colour_by: str | None) -> list[_Points]:
+def _points(ctx: Context, param: str, objective: int, colour_by: str | None) -> list[Points]:
     """Completed trials per option, pruned ones (first metric: their last reported value)
     in grey, and the best trial as a star."""
-    category = _axis(ctx, param) == "category"
-    colours = _option_colours(ctx, colour_by)
+    category = param_axis(ctx, param) == "category"
+    colours = option_colours(ctx, colour_by)
     trials = ctx.flat.study.get_trials(deepcopy=False)
     by_label: dict[str, list[tuple[Any, float, int]]] = {}
     for t in trials:
@@ -58,28 +58,28 @@ def _points(ctx: _Context, param: str, objective: int, colour_by: str | None) ->
         pruned = label.startswith("pruned")
         colour = PRUNED_COLOUR if pruned else colours.get(label, STATE_COLOURS["COMPLETE"])
         xs, ys, numbers = map(list, zip(*points, strict=True))
-        series.append(_Points(label, colour, "x-thin-open" if pruned else "circle", xs, ys, numbers))
+        series.append(Points(label, colour, "x-thin-open" if pruned else "circle", xs, ys, numbers))
     series.sort(key=lambda s: s.label.startswith("pruned"))  # pruned drawn first, underneath
-    if (best := _best(ctx, objective)) is not None and param in best.params:
+    if (best := best_of(ctx, objective)) is not None and param in best.params:
         x = str(best.params[param]) if category else best.params[param]
-        series.append(_Points("best", "#000000", "star-open", [x], [best.values[objective]], [best.number]))
+        series.append(Points("best", "#000000", "star-open", [x], [best.values[objective]], [best.number]))
     return series
 
 
-def _slice_title(ctx: _Context, metric: str, colour_by: str | None) -> str:
+def _slice_title(ctx: Context, metric: str, colour_by: str | None) -> str:
     i = ctx.metric_names.index(metric)
     direction = ctx.study.directions[i].name.lower()
     colour = f", colour: {colour_by}" if colour_by else ""
     return f"Slices of {metric} ({direction}{colour})"
 
 
-def _slice_plotly(ctx: _Context, **kwargs: Any) -> Any:
+def slice_plotly(ctx: Context, **kwargs: Any) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
     params, metric = kwargs["params"], kwargs["target_name"]
     objective = ctx.metric_names.index(metric)
-    colour_by = _colour_by(ctx, params)
+    colour_by = colour_key(ctx, params)
     fig = make_subplots(rows=1, cols=len(params), shared_yaxes=True, horizontal_spacing=0.03)
     shown: set[str] = set()
     for col, param in enumerate(params, start=1):
@@ -102,32 +102,32 @@ def _slice_plotly(ctx: _Context, **kwargs: Any) -> Any:
                 col=col,
             )
             shown.add(s.label)
-        axis = _axis(ctx, param)
+        axis = param_axis(ctx, param)
         fig.update_xaxes(title_text=param, type="-" if axis == "linear" else axis, row=1, col=col)
         if axis == "category":  # 32, 64, 128, not the order first seen
-            fig.update_xaxes(categoryorder="array", categoryarray=[str(c) for c in _choices(ctx, param)], row=1, col=col)
+            fig.update_xaxes(categoryorder="array", categoryarray=[str(c) for c in choice_labels(ctx, param)], row=1, col=col)
     fig.update_yaxes(title_text=metric, row=1, col=1)
     fig.update_layout(title=_slice_title(ctx, metric, colour_by), width=max(700, 300 * len(params)), height=450)
     return fig
 
 
-def _slice_matplotlib(ctx: _Context, **kwargs: Any) -> Any:
+def slice_matplotlib(ctx: Context, **kwargs: Any) -> Any:
     import matplotlib.pyplot as plt
 
     params, metric = kwargs["params"], kwargs["target_name"]
     objective = ctx.metric_names.index(metric)
-    colour_by = _colour_by(ctx, params)
+    colour_by = colour_key(ctx, params)
     fig, axes = plt.subplots(1, len(params), sharey=True, squeeze=False, figsize=(max(6.4, 3.2 * len(params)), 4.4))
     handles: dict[str, Any] = {}
     for ax, param in zip(axes[0], params, strict=True):
-        if _axis(ctx, param) == "category":  # matplotlib places categories in the order first plotted: 32, 64, 128
-            order = [str(c) for c in _choices(ctx, param)]
+        if param_axis(ctx, param) == "category":  # matplotlib places categories in the order first plotted: 32, 64, 128
+            order = [str(c) for c in choice_labels(ctx, param)]
             ax.plot(order, [math.nan] * len(order), linestyle="none")
         for s in _points(ctx, param, objective, colour_by):
             style = _MPL_MARKERS[s.symbol]
             colour = {"edgecolors" if "facecolors" in style else "c": s.colour}
             handles[s.label] = ax.scatter(s.x, s.y, label=s.label, **colour, **style)
-        if _axis(ctx, param) == "log":
+        if param_axis(ctx, param) == "log":
             ax.set_xscale("log")
         ax.set_xlabel(param)
     axes[0][0].set_ylabel(metric)

@@ -2,7 +2,7 @@
 
 Re-runs the K pruned trials that ranked best at the epoch they were pruned (their last reported
 value against the completed trials' values at that same epoch) to completion, pruner off, with
-S seeds, as queued runs of the study "<study>-audit" in the same storage (reruns.py: the
+S seeds, as queued runs of the study "<study>-audit" in the same storage (study/rerun_queue.py: the
 engine's slots and any joining ``hpsearch worker`` run them; running audit again reuses them).
 
 It reports how many re-runs beat or tie the study's best (a tie: within ``TIE_REL`` of it), the
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from hpsearch.base.errors import UserError
 from hpsearch.base.text import fmt
 from hpsearch.reading.results import load_study, metric_names, print_table
-from hpsearch.reruns.promote import run_fixed, run_outcome
+from hpsearch.reruns.fixed import run_fixed, run_outcome
 
 if TYPE_CHECKING:
     import optuna
@@ -140,7 +140,7 @@ def audit(
 ) -> dict[str, Any] | None:
     """Re-run the ``k`` best-ranked pruned trials to completion with ``seeds`` seeds; the result (also
     stored on the audit study), or None when there is nothing to audit or ``queue_only``."""
-    from hpsearch.study.reruns import Run, derived_study, finished
+    from hpsearch.study.rerun_queue import Run, derived_study, finished
 
     stream = stream or sys.stdout
     study = load_study(spec)

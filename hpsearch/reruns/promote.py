@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 from hpsearch.base.errors import UserError
 from hpsearch.base.text import fmt
 from hpsearch.spec.loader import Spec
-from hpsearch.study.storage import redact
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from hpsearch.study.reruns import Run
+    from hpsearch.study.rerun_queue import Run
 from hpsearch.reading.export import apply_config_overrides, check_config, export_doc, portable_objective, write_export
-from hpsearch.reading.results import directions, load_study, metric_names, ranked, short_name, wall_s
+from hpsearch.reading.results import directions, load_study, metric_names, ranked, short_name
+from hpsearch.reruns.fixed import run_fixed, run_outcome
 
 PROMOTE_SUFFIX = "-promote"  # promotion runs go into the study "<study>-promote", same storage
 
@@ -96,49 +96,9 @@ def promote_table(candidates: list[Candidate], metric: str, winner: Candidate | 
 
 def promote_study(spec: Spec, study: optuna.Study) -> optuna.Study:
     """The study "<study>-promote" beside the searched one: every re-run is a trial the dashboard shows."""
-    from hpsearch.study.reruns import derived_study
+    from hpsearch.study.rerun_queue import derived_study
 
     return derived_study(spec, study, PROMOTE_SUFFIX, "promote")
-
-
-def join_hint(spec: Spec, rstudy: optuna.Study) -> str:
-    """How another machine joins a re-run study (a default sqlite storage moves with the study name, so it is named)."""
-    return (
-        f"other machines join with: hpsearch worker {spec.path or 'SPEC'} --study {rstudy.study_name} --storage {redact(spec.storage_url)}"
-    )
-
-
-def run_fixed(spec: Spec, rstudy: optuna.Study, runs: list[Run], quiet: bool, stream: Any, queue_only: bool = False) -> str | None:
-    """Queue the runs that have not finished and run them with the engine's claim loop (``--workers``
-    slots here; ``hpsearch worker`` processes elsewhere may join). Why the engine stopped early, if it did."""
-    from hpsearch.engine.optuna import run
-    from hpsearch.study.reruns import drop_others, finished, planned, queue, rerun_spec
-
-    missing = [r for r in runs if finished(rstudy, r) is None]
-    drop_others(rstudy, missing)
-    if not missing:
-        return None
-    added = queue(rstudy, missing)
-    print(f"{rstudy.study_name}: {len(missing)} runs to go ({added} newly queued); {join_hint(spec, rstudy)}", file=stream, flush=True)
-    if spec.backend != "optuna":
-        print(f"backend {spec.backend}: re-runs of fixed configs go through the embedded engine's slots (no scheduler needed)", file=stream)
-    if queue_only:
-        return None
-    summary = run(rerun_spec(spec, rstudy.study_name, planned(rstudy)), quiet=quiet)
-    return summary.stopped_early
-
-
-def run_outcome(rstudy: optuna.Study, run: Run, metric: str, earlier: bool) -> tuple[float | None, str]:
-    """(first metric, how it went) of one re-run after the engine ran: finished, failed, or not run."""
-    from hpsearch.study.reruns import finished, last_failure
-
-    done = finished(rstudy, run)
-    if done is not None:
-        kind = (rstudy.user_attrs.get("reruns") or {}).get("kind", "promote")
-        how = f"from an earlier {kind} run" if earlier else f"{fmt(wall_s(done))} s"
-        return done.values[0], how
-    failed = last_failure(rstudy, run)
-    return None, str(failed.user_attrs.get("reason", "failed")) if failed is not None else "not run (stopped early or interrupted)"
 
 
 @dataclass
@@ -164,7 +124,7 @@ def promote(
     trials of the study "<study>-promote", run by the engine (``spec.resources.workers`` slots, and any
     ``hpsearch worker`` that joins); export the config with the best mean to ``out``.
     ``queue_only``: queue the runs for workers and return None."""
-    from hpsearch.study.reruns import Run, finished
+    from hpsearch.study.rerun_queue import Run, finished
 
     stream = stream or sys.stdout
     study = load_study(spec)

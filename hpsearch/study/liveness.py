@@ -61,7 +61,7 @@ def intervals() -> tuple[float, float]:
 
 
 MAX_RETRY = 3  # a config whose process died is queued again at most this often
-RERUN_KEYS = ("source_study", "source_trial", "seed", "rerun_config")  # a promote/audit re-run (reruns.py) stays that run
+RERUN_KEYS = ("source_study", "source_trial", "seed", "rerun_config")  # a promote/audit re-run (study/rerun_queue.py) stays that run
 BEAT = "hpsearch:beat"  # system attribute: how many times the trial's process has beaten
 PROCESS = "hpsearch:process"  # system attribute: the identity below
 WORKER = "worker"  # user attribute "host:pid", shown in tables and the dashboard
