@@ -15,7 +15,7 @@ import torch
 
 import hpsearch
 from hpsearch import data
-from hpsearch.tools.train_run import train
+from hpsearch.tools.final_run import train
 from hpsearch.trial.reporter import Reporter
 from hpsearch.trial.run import COMPLETE, FAILED, run_trial
 

@@ -13,7 +13,7 @@ from hpsearch.cli.args import add_rerun_args, add_spec_args, key_value, load, po
 
 def cmd_train(args: argparse.Namespace) -> int:
     from hpsearch.reading import export as exporting
-    from hpsearch.tools import train_run as training
+    from hpsearch.tools import final_run as training
 
     doc = training.load_run_config(args.config, args.overrides)
     training.set_processes(doc, args.config, args.processes, args.devices)

@@ -78,7 +78,7 @@ def resolve(path: str | Path, trial: int | None = None) -> Source:
 
 def _from_config(where: str) -> Source:
     from hpsearch.reading.export import default_run_dir
-    from hpsearch.tools.train_run import load_run_config
+    from hpsearch.tools.final_run import load_run_config
 
     doc = load_run_config(where)
     run = default_run_dir(doc)
