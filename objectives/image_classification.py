@@ -172,8 +172,16 @@ def train(config: dict, reporter) -> dict[str, float]:
         if stop:
             break
 
+    return _final_metrics(run, stopper, last, best, speeds, getattr(reporter, "trial_dir", None))
+
+
+def _final_metrics(
+    run: Run, stopper: EarlyStopping | None, last: dict, best: float, speeds: list[float], trial_dir: str | Path | None
+) -> dict[str, float]:
+    """The run's result: the last epoch's metrics (with early stopping, the best epoch's and its weights),
+    test scores when asked for, model.pt in the trial folder."""
+    cfg, device, data, raw, model, dtype = run.cfg, run.device, run.data, run.raw, run.model, run.dtype
     final = last
-    trial_dir = getattr(reporter, "trial_dir", None)
     if stopper is not None and stopper.best_model is not None:
         if cfg["save_model"] and trial_dir is not None:
             torch.save(raw.state_dict(), Path(trial_dir) / "model_last.pt")

@@ -165,7 +165,6 @@ def work(
     fn = trial_function(spec, objective, progress, steps)
     reruns = is_reruns(study)  # promote/audit runs: take queued ones, sample nothing
     ran, failures_in_a_row, stopped_early = 0, 0, None
-    limit = spec.budget.max_failures
     trial: optuna.Trial | None = None
     with progress:
         try:
@@ -192,30 +191,37 @@ def work(
                     progress.trial(ended.number, reason(ended), trial_value_text(ended, spec), ended.params)
                 if steps is not None:
                     steps("trial", ended.number, time.perf_counter() - started)
-                broken = contract_broken(ended)
-                if broken is not None:  # a bug, not bad luck: the next trial would fail alike
-                    stopped_early = broken
+                stopped_early = stop_reason(ended, failures_in_a_row, spec.budget.max_failures)
+                if stopped_early is not None:
                     break
-                if limit is not None and failures_in_a_row >= limit:
-                    stopped_early = (
-                        f"{failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {ended.user_attrs.get('reason')}"
-                    )
-                    break
-        except KeyboardInterrupt:  # also a claim cut short between ask() and the objective, before its stamp
-            # a gentle stop loses no more than kill -9: the config is queued again, first, and resumes from its checkpoint
-            if trial is not None:
-                bury(study, [Dead(frozen(study, trial), "interrupted")])
-            fail_trials_of(study, worker_name(), "interrupted", retry_them=True)
-            raise
-        except StorageUnreachable as exc:  # nothing can be written now: the next process fails the trial with this reason
-            note_stopped(spec.study_dir, [os.getpid()], exc.reason)
-            raise
-        except Exception as exc:
-            if trial is not None and disk_full(exc):  # end it if one more write fits; else the next run fails it at once
-                with contextlib.suppress(Exception):
-                    bury(study, [Dead(frozen(study, trial), "failed: disk full")])
+        except BaseException as exc:
+            cut_short(study, spec, trial, exc)
             raise
     return summary(study, spec, ran, stopped_early)
+
+
+def stop_reason(ended: FrozenTrial, failures_in_a_row: int, limit: int | None) -> str | None:
+    """Why the claim loop stops after this trial, if it does."""
+    broken = contract_broken(ended)
+    if broken is not None:  # a bug, not bad luck: the next trial would fail alike
+        return broken
+    if limit is not None and failures_in_a_row >= limit:
+        return f"{failures_in_a_row} trials failed in a row (budget.max_failures={limit}); last: {ended.user_attrs.get('reason')}"
+    return None
+
+
+def cut_short(study: optuna.Study, spec: Spec, trial: optuna.Trial | None, exc: BaseException) -> None:
+    """The claim loop ends on ``exc``: leave the trial it held as the next process should find it."""
+    if isinstance(exc, KeyboardInterrupt):  # also a claim cut short between ask() and the objective, before its stamp
+        # a gentle stop loses no more than kill -9: the config is queued again, first, and resumes from its checkpoint
+        if trial is not None:
+            bury(study, [Dead(frozen(study, trial), "interrupted")])
+        fail_trials_of(study, worker_name(), "interrupted", retry_them=True)
+    elif isinstance(exc, StorageUnreachable):  # nothing can be written now: the next process fails the trial with this reason
+        note_stopped(spec.study_dir, [os.getpid()], exc.reason)
+    elif isinstance(exc, Exception) and trial is not None and disk_full(exc):
+        with contextlib.suppress(Exception):  # end it if one more write fits; else the next run fails it at once
+            bury(study, [Dead(frozen(study, trial), "failed: disk full")])
 
 
 def run_claimed(
