@@ -2,7 +2,7 @@
 
 A page marks a generated part with an HTML comment on a line of its own; the hook replaces it:
 
-    <!-- generated: cli -->              `hpsearch <cmd> --help` for every command (hpsearch/cli.py's parser)
+    <!-- generated: cli -->              `hpsearch <cmd> --help` for every command (hpsearch/cli/'s parser)
     <!-- generated: spec-keys -->        every spec key: type, default, what it is (spec/loader.py's models)
     <!-- generated: registries -->       samplers, pruners, backends, Ray schedulers (spec/registry.py)
     <!-- generated: ray-schedulers -->   Ray schedulers alone

@@ -1,44 +1,44 @@
-"""The package's imports point down the layers of ARCHITECTURE.md: a module imports only
-modules of its own layer or of lower ones, never one that imports it back, and the two
-engines never import each other."""
+"""The package's imports follow ARCHITECTURE.md's "Where things live" table: a module imports
+only its own folder and the folders its row names, never one that imports it back, and the two
+engines never import each other. The table is read from the page, so page and rule cannot drift."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "hpsearch"
+TOP = "hpsearch"  # the row of hpsearch/*.py: the package's own __init__, __main__ and data
 
-# Bottom to top. A module may import its own layer and the layers before it, nothing after.
-LAYERS = [
-    "hpsearch.base",  # errors, text, cores: what every layer uses
-    "hpsearch.parts",  # reusable training parts (the built-in objective in objectives/ is built from them)
-    "hpsearch.trial",  # run one objective (a function or a command): loader, reporter, TensorBoard, ranks
-    "hpsearch.spec",  # typed spec, parameter tree, registries
-    "hpsearch.study",  # the shared study: open, counts, definition, warm start, storage, liveness
-    "hpsearch.engine",  # optuna and ray backends, slots, devices
-    "hpsearch.reading",  # results, export, status, dashboard
-    "hpsearch.reruns",  # promote and audit
-    "hpsearch.plots",  # plots, importances, the page
-    "hpsearch.tools",  # train run, profile, lr-find, describe
-    "hpsearch.cli",  # parse, load the spec, call one library function
-    "hpsearch",  # the package's own __init__ and __main__
-]
+
+def table() -> dict[str, set[str]]:
+    """Folder -> the folders it may import, from the page's table."""
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    section = text.split("## Where things live", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            name = cells[0].strip("`").removesuffix("/")
+            rows[TOP if name == "hpsearch/*.py" else name] = set(re.findall(r"`(\w+)`", cells[2]))
+    return rows
+
+
+def folder(module: str) -> str:
+    """The table's row of a module: hpsearch.<folder>.*, objectives, or the package's top."""
+    parts = module.split(".")
+    if parts[0] == "objectives" or parts[:2] == ["hpsearch", "objectives"]:
+        return "objectives"
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (PACKAGE / parts[1]).is_dir()) else TOP
 
 
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def layer(module: str) -> int:
-    """Index in LAYERS of the longest prefix that names the module's layer."""
-    matches = [i for i, name in enumerate(LAYERS) if module == name or module.startswith(name + ".")]
-    assert matches, f"{module} is in no layer: add it to LAYERS"
-    return max(matches, key=lambda i: len(LAYERS[i]))
 
 
 def imports(path: Path) -> set[str]:
@@ -65,8 +65,11 @@ def graph(typing_too: bool = False) -> dict[str, set[str]]:
     return {name: {m for m in imports(path) if m in files and m != name} for name, path in files.items()}
 
 
-def upward(edges: dict[str, set[str]]) -> list[str]:
-    return sorted(f"{a} -> {b}" for a, targets in edges.items() for b in targets if layer(b) > layer(a))
+def forbidden(edges: dict[str, set[str]], rows: dict[str, set[str]]) -> list[str]:
+    """Imports of a folder its row does not name."""
+    return sorted(
+        f"{a} -> {b}" for a, targets in edges.items() for b in targets if folder(b) != folder(a) and folder(b) not in rows[folder(a)]
+    )
 
 
 def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
@@ -91,15 +94,23 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
-def test_every_import_points_down_the_layers():
+def test_every_import_is_one_the_table_allows():
     edges = graph()
     assert "hpsearch.engine.optuna" in edges and "hpsearch.study.open" in edges
-    assert upward(edges) == []
+    assert forbidden(edges, table()) == []
 
 
-def test_the_layer_check_finds_a_planted_upward_import():
+def test_every_folder_has_a_row_and_the_rows_make_no_loop():
+    rows = table()
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert set(rows) == folders | {TOP, "objectives"}
+    assert all(set(allowed) <= set(rows) for allowed in rows.values()), rows
+    assert find_cycle(rows) is None, " -> ".join(find_cycle(rows) or [])
+
+
+def test_the_check_finds_a_planted_import_the_table_does_not_allow():
     edges = {"hpsearch.spec.loader": {"hpsearch.engine.optuna"}, "hpsearch.engine.optuna": {"hpsearch.spec.loader"}}
-    assert upward(edges) == ["hpsearch.spec.loader -> hpsearch.engine.optuna"]
+    assert forbidden(edges, table()) == ["hpsearch.spec.loader -> hpsearch.engine.optuna"]
 
 
 def test_the_import_graph_has_no_cycle():
@@ -150,12 +161,12 @@ def test_optuna_private_names_stay_in_storage():
     assert offenders == []
 
 
-def test_objectives_use_only_the_training_parts_and_the_spec():
-    """The built-in recipe is user-side code: it may use hpsearch.parts, .base and .spec's value
-    parser, never the engine."""
+def test_objectives_use_only_what_their_row_allows():
+    """The built-in recipe is user-side code: the training parts, base and the spec's value parser, never the engine."""
+    allowed = table()["objectives"]
     for path in (ROOT / "objectives").rglob("*.py"):
         for m in imports(path):
-            assert layer(m) <= LAYERS.index("hpsearch.spec"), f"{path.name} imports {m}"
+            assert folder(m) in allowed, f"{path.name} imports {m}"
 
 
 @pytest.mark.parametrize("module", ["hpsearch.cli", "hpsearch.spec.loader", "hpsearch.spec.registry"])
@@ -177,8 +188,17 @@ def test_pyproject_lists_every_package_and_installs_objectives_under_hpsearch():
     assert setuptools["package-dir"] == {"hpsearch.objectives": "objectives"}
 
 
-def test_a_module_over_500_lines_says_why_at_its_top():
-    for path in PACKAGE.rglob("*.py"):
-        if len(path.read_text().splitlines()) > 550:
-            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-            assert "Longer than 500 lines on purpose" in doc, f"{path.relative_to(ROOT)}: split it, or say why it is one module"
+SMALL = [PACKAGE, ROOT / "objectives", ROOT / "bench"]
+
+
+def test_no_module_over_500_lines_and_no_function_over_80():
+    too_long = []
+    for path in (p for root in SMALL for p in root.rglob("*.py")):
+        text = path.read_text()
+        where = path.relative_to(ROOT)
+        if len(text.splitlines()) > 500:
+            too_long.append(f"{where}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= 80:
+                too_long.append(f"{where}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines")
+    assert too_long == []
