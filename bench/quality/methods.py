@@ -138,27 +138,16 @@ def tpe_hyperband(task: Task, budget: int, seed: int) -> Trace:
     return optuna_search(task, budget, seed, sampler, pruner)
 
 
-def tpe_with(pruner: str, startup: int | None = None, **tpe: Any) -> Method:
-    """TPE (multivariate, grouped unless ``tpe`` says otherwise) with hpsearch's budget-aware
-    start-up trials (or ``startup``) and one of ``PRUNERS``, as plain Optuna objects: the
-    variants of the second and third attempts at the defaults."""
+def tpe_median(warmup_epochs: int = 0, **tpe: Any) -> Method:
+    """TPE with Optuna's 10 random start-up trials (``tpe``: its other settings) and a median
+    pruner that never prunes in the first ``warmup_epochs``: the third attempt's variants."""
 
     def method(task: Task, budget: int, seed: int) -> Trace:
         optuna = quiet_optuna()
-        n = startup if startup is not None else startup_plan(task, budget)
-        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=n, **({"multivariate": True, "group": True} | tpe))
-        return optuna_search(task, budget, seed, sampler, PRUNERS[pruner](optuna, task.max_epochs))
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=10, **tpe)
+        return optuna_search(task, budget, seed, sampler, optuna.pruners.MedianPruner(n_warmup_steps=warmup_epochs))
 
     return method
-
-
-PRUNERS: dict[str, Callable[[Any, int], Any]] = {  # name -> (optuna, max_epochs) -> pruner
-    "hyperband": lambda optuna, top: optuna.pruners.HyperbandPruner(min_resource=1, max_resource=top, reduction_factor=3),
-    "hyperband_rf2": lambda optuna, top: optuna.pruners.HyperbandPruner(min_resource=1, max_resource=top, reduction_factor=2),
-    "sh_min2": lambda optuna, top: optuna.pruners.SuccessiveHalvingPruner(min_resource=2, reduction_factor=3),
-    "median": lambda optuna, top: optuna.pruners.MedianPruner(),  # Optuna's defaults: may prune from epoch 1
-    "median_w1": lambda optuna, top: optuna.pruners.MedianPruner(n_warmup_steps=2),  # hpsearch's: epoch 1 never pruned
-}
 
 
 def hpsearch_spec(task: Task, budget: int, seed: int, **overrides: Any) -> Any:

@@ -11,28 +11,28 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from bench.common import RESULTS, ROOT
 from bench.fashion_spec import SEARCH_LIMIT_S
 from bench.quality import pooled
 from bench.quality import render as R
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "bench" / "results"
 TEMPLATE = Path(__file__).with_name("page.md")
 PAGE = ROOT / "docs" / "benchmarks" / "search-quality.md"
 
 
-def fashion(result: dict, seeds: dict) -> str:
+def fashion(result: dict[str, Any], seeds: dict[str, Any]) -> str:
     """The spaces/fashion.yaml goal's measured cell and status: the search's wall time and the
-    first final run (bench/fashion_spec.py), the final run's test accuracy on every training seed
-    and their mean (bench/fashion_seeds.py), which the goal is judged on."""
+    first final run (bench.fashion_spec), the final run's test accuracy on every training seed
+    and their mean (bench.fashion_seeds), which the goal is judged on."""
     search, train = result["search_wall_s"], result["train_wall_s"]
     each = " / ".join(f"{r['test_acc']:.2%}" for r in seeds["runs"])
     met = search <= SEARCH_LIMIT_S and seeds["goal_met"]
     return (
         f"search {search:.0f} s ({search / 60:.1f} minutes) on 2 idle cores; export ({result['export']}) and train of its best, "
-        f"{train:.0f} s (`bench/fashion_spec.py`): test accuracy {each} on training seeds "
-        f"{', '.join(str(r['seed']) for r in seeds['runs'])}, mean {seeds['mean_test_acc']:.2%} (`bench/fashion_seeds.py`) "
+        f"{train:.0f} s (`python -m bench.fashion_spec`): test accuracy {each} on training seeds "
+        f"{', '.join(str(r['seed']) for r in seeds['runs'])}, mean {seeds['mean_test_acc']:.2%} (`python -m bench.fashion_seeds`) "
         f"| {'met' if met else 'not met'}"
     )
 
@@ -41,22 +41,14 @@ def fill() -> dict[str, str]:
     named = R.classify([R.load(str(p)) for p in sorted(RESULTS.glob("search_quality_*.json"))])
     syn, tab = named["synthetic"], named["table"]
     goals = R.goals(syn, tab, named.get("paired_synthetic"), named.get("paired_table"))
-    cal = [
-        json.loads(p.read_text())
-        for p in [*sorted((RESULTS / "calibration").glob("*.json")), *sorted(RESULTS.glob("search_quality_calibration_*.json"))]
-    ]
-    tier_a = R.speedups(syn, list(syn["tasks"]), syn["methods"])
-    if "calibration_synthetic" in named:
-        tier_a += "\n\nCalibration (seeds 0-39), median regret / paired wins against Optuna's defaults:\n\n" + R.wins_table(
-            named["calibration_synthetic"]
-        )
+    cal = {p.name: R.load(str(p)) for p in sorted((RESULTS / "calibration").glob("*.json"))}
+    second = {tier: cal[f"{tier}_attempt2_s0-{last}.json"] for tier, last in (("synthetic", 39), ("table", 99))}
+    wins = "Calibration (seeds {}), median regret / paired wins against Optuna's defaults:\n\n{}"
     return {
         "@@GOALS@@": "\n".join([goals, R.peers(named), R.live_goal(named["live"])]),
         "@@FASHION@@": fashion(*(json.loads((RESULTS / f"{name}.json").read_text()) for name in ("fashion_spec", "fashion_seeds"))),
-        "@@TIER_A@@": tier_a,
-        "@@TIER_B@@": R.speedups(tab, list(tab["tasks"]), tab["methods"])
-        + "\n\nCalibration (seeds 0-99), median regret / paired wins against Optuna's defaults:\n\n"
-        + R.wins_table(named["calibration_table"]),
+        "@@TIER_A@@": R.speedups(syn, list(syn["tasks"]), syn["methods"]) + "\n\n" + wins.format("0-39", R.wins_table(second["synthetic"])),
+        "@@TIER_B@@": R.speedups(tab, list(tab["tasks"]), tab["methods"]) + "\n\n" + wins.format("0-99", R.wins_table(second["table"])),
         "@@TIER_C@@": R.detail(
             named["live"],
             "fashion_live",
@@ -65,8 +57,8 @@ def fill() -> dict[str, str]:
         "@@WARM@@": R.detail(
             named["warm"], "fashion_table", "Seeds 200-399; `hpsearch_warm`'s 96 epochs are its 24-epoch source plus 72 warm-started ones:"
         ),
-        "@@CAL3_OPTUNA@@": pooled.wide(cal),
-        "@@CAL3_HPSEARCH@@": pooled.wide(cal, "hpsearch"),
+        "@@CAL3_OPTUNA@@": pooled.wide(list(cal.values())),
+        "@@CAL3_HPSEARCH@@": pooled.wide(list(cal.values()), "hpsearch"),
     }
 
 

@@ -7,6 +7,9 @@ the pairs into three groups: the 8 mfh tasks, ``shaped`` and Tier B's ``fashion_
 
     .venv/bin/python -m bench.quality.pooled bench/results/calibration/*.json
     .venv/bin/python -m bench.quality.pooled bench/results/calibration/*.json --reference hpsearch
+
+prints one row per method, one column per group and budget (docs/benchmarks/search-quality.md's
+calibration tables).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import json
 import sys
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from bench.quality import stats
@@ -49,14 +53,6 @@ def pool(runs: list[dict[str, Any]], reference: str) -> dict[tuple[str, int, str
     return dict(pairs)
 
 
-def table(runs: list[dict[str, Any]], reference: str = "optuna_default") -> str:
-    lines = [f"| group | budget | method | pairs | wins vs {reference} | Wilcoxon p |", "|---|---|---|---|---|---|"]
-    for (group, budget, method), (mine, ref) in sorted(pool(runs, reference).items()):
-        p = stats.paired(mine, ref)
-        lines.append(f"| {group} | {budget} | {method} | {p['n']} | {p['win_rate']:.1%} | {p['wilcoxon_p']:.2g} |")
-    return "\n".join(lines)
-
-
 def wide(runs: list[dict[str, Any]], reference: str = "optuna_default") -> str:
     """One row per method, one column per (group, budget): wins (pairs); bold where p < 0.01."""
     cells = {key: stats.paired(*pair) for key, pair in pool(runs, reference).items()}
@@ -78,12 +74,10 @@ def wide(runs: list[dict[str, Any]], reference: str = "optuna_default") -> str:
 
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("runs", nargs="+", help="search_quality.py JSONs; the first one holding a (task, budget, method, seed) wins")
+    p.add_argument("runs", nargs="+", help="bench.search_quality JSONs; the first one holding a (task, budget, method, seed) wins")
     p.add_argument("--reference", default="optuna_default", help="the method every other one is paired with")
-    p.add_argument("--wide", action="store_true", help="one row per method, one column per group and budget")
     args = p.parse_args(argv)
-    runs = [json.loads(open(path).read()) for path in args.runs]
-    print((wide if args.wide else table)(runs, args.reference))
+    print(wide([json.loads(Path(path).read_text()) for path in args.runs], args.reference))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ trains runs before trials a halving has just resumed, as in Tune), ``on_trial_re
 to the scheduler and, unless it says STOP, to the searcher (whose KDEs learn from the results
 the scheduler tags with a rung budget), and ``stop_trial`` (``on_trial_remove`` for a waiting
 trial, ``on_trial_complete`` for the running one). A trial's curve is deterministic in (config,
-seed): a paused trial resumes by reading on. bench/ray_bohb_vs_tune.py checks this against a real
+seed): a paused trial resumes by reading on. `python -m bench.ray_bohb_vs_tune` checks this against a real
 Tuner: the same 179 calls to TuneBOHB, in the same order, up to the Tuner's last trial.
 
 hpbandster 0.7.4 runs unchanged on ConfigSpace 1.2 and numpy 2 (its deprecated ConfigSpace calls

@@ -1,25 +1,26 @@
-"""Tables for docs/benchmarks/search-quality.md and BENCHMARKS.md from the search-quality JSONs.
+"""Tables for docs/benchmarks/search-quality.md (page.py fills them in) and BENCHMARKS.md's
+status row from the search-quality JSONs.
 
-    .venv/bin/python -m bench.quality.render bench/results/search_quality_*.json
+    .venv/bin/python -m bench.quality.render bench/results/search_quality_*.json --summary bench/results/search_quality.json
 
-Each JSON is one run of bench/search_quality.py; runs of one tier over the same seeds are merged
-(the peers' run adds DEHB and SMAC to the main run), the 500-seed run of hpsearch against
-Optuna's defaults is named ``paired``, the live run is Tier C and the run with
-``hpsearch_warm`` is the warm start. Prints Markdown: the goal table (each goal met or not, with
-the number), then per tier a table of ERT speed-ups over random search and median regrets.
-Only tables: the words are written by hand on the page.
+Each JSON is one run of ``python -m bench.search_quality``; runs of one tier over the same seeds
+are merged (the peers' run adds DEHB and SMAC to the main run), the 500-seed run of hpsearch
+against Optuna's defaults is named ``paired``, the live run is Tier C and the run with
+``hpsearch_warm`` is the warm start. Only tables: the words are written by hand on the page.
 """
 
 from __future__ import annotations
 
+import argparse
+import datetime
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-MFH = [f"mfh{d}_{k}" for d in (3, 6) for k in ("good", "moderate", "bad", "terrible")]
+from bench.common import cpu_model
+from bench.quality import stats
+from bench.quality.tasks import MFH
 
 
 def load(path: str) -> dict[str, Any]:
@@ -59,14 +60,10 @@ def wins_table(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def pooled_paired(r: dict[str, Any], tasks: list[str], budget: int, a: str = "hpsearch", b: str = "optuna_default") -> dict[str, Any]:
-    from scipy.stats import wilcoxon
-
-    x = np.concatenate([row(r, t, budget, a)["regrets"] for t in tasks])  # type: ignore[index]
-    y = np.concatenate([row(r, t, budget, b)["regrets"] for t in tasks])  # type: ignore[index]
-    wins = float(np.mean(x < y) + 0.5 * np.mean(x == y))
-    p = float(wilcoxon(x, y, zero_method="zsplit").pvalue) if np.any(x != y) else 1.0
-    return {"win_rate": wins, "p": p, "n": len(x)}
+def pooled_paired(r: dict[str, Any], tasks: list[str], budget: int) -> dict[str, Any]:
+    """hpsearch against Optuna's defaults, seed by seed, over ``tasks`` pooled (stats.paired)."""
+    regrets = {m: [x for t in tasks for x in (row(r, t, budget, m) or {})["regrets"]] for m in ("hpsearch", "optuna_default")}
+    return stats.paired(regrets["hpsearch"], regrets["optuna_default"])
 
 
 def goals(
@@ -83,30 +80,15 @@ def goals(
             f"| ERT speed-up over random >= {need}x at {budget} epochs on >= 6 of 8 mfh tasks and Tier B "
             f"| {n} of 8 (range {min(got.values()):.1f}-{max(got.values()):.1f}x){tb_text} | {'met' if ok else 'not met'} |"
         )
-    src = paired or synthetic
-    for budget in (72, 288):
-        if all(row(src, t, budget, "hpsearch") and "regrets" in row(src, t, budget, "hpsearch") for t in MFH):  # type: ignore[operator]
-            p = pooled_paired(src, MFH, budget)
-            ok = p["win_rate"] >= 0.6 and p["p"] < 0.01
+    pooled = [(paired or synthetic, MFH, "8 mfh tasks pooled"), *([(paired_table, ["fashion_table"], "Tier B")] if paired_table else [])]
+    for source, tasks, what in pooled:
+        for budget in (72, 288):
+            p = pooled_paired(source, tasks, budget)
+            ok = p["win_rate"] >= 0.6 and p["wilcoxon_p"] < 0.01
             out.append(
-                f"| beats Optuna's defaults in >= 60 % of paired seeds, p < 0.01, at {budget} epochs (8 mfh tasks pooled) "
-                f"| {p['win_rate']:.1%} of {p['n']}, Wilcoxon p {p['p']:.2g} | {'met' if ok else 'not met'} |"
+                f"| beats Optuna's defaults in >= 60 % of paired seeds, p < 0.01, at {budget} epochs ({what}) "
+                f"| {p['win_rate']:.1%} of {p['n']}, Wilcoxon p {p['wilcoxon_p']:.2g} | {'met' if ok else 'not met'} |"
             )
-        else:
-            rows = [row(src, t, budget, "hpsearch") for t in MFH]
-            rates = [r["win_rate_vs_optuna_default"] for r in rows]  # type: ignore[index]
-            wins = sum(r["win_rate_vs_optuna_default"] >= 0.6 and r["wilcoxon_p"] < 0.01 for r in rows)  # type: ignore[index]
-            out.append(
-                f"| beats Optuna's defaults in >= 60 % of paired seeds, p < 0.01, at {budget} epochs "
-                f"| per mfh task {min(rates):.0%}-{max(rates):.0%}; {wins} of 8 tasks | {'met' if wins >= 6 else 'not met'} |"
-            )
-    for budget in (72, 288) if paired_table else ():
-        p = pooled_paired(paired_table, ["fashion_table"], budget)  # type: ignore[arg-type]
-        ok = p["win_rate"] >= 0.6 and p["p"] < 0.01
-        out.append(
-            f"| beats Optuna's defaults in >= 60 % of paired seeds, p < 0.01, at {budget} epochs (Tier B) "
-            f"| {p['win_rate']:.1%} of {p['n']}, Wilcoxon p {p['p']:.2g} | {'met' if ok else 'not met'} |"
-        )
     worse = []
     for t in ("mfh3_terrible", "mfh6_terrible"):
         for budget in synthetic["budgets"]:
@@ -197,9 +179,7 @@ def live_goal(live: dict[str, Any]) -> str:
 
 
 def summary(named: dict[str, dict[str, Any]], goal_lines: list[str]) -> dict[str, Any]:
-    """The status row of BENCHMARKS.md (bench/results/search_quality.json, read by run_all.py)."""
-    from bench.common import cpu_model
-
+    """The status row of BENCHMARKS.md (bench/results/search_quality.json, read by bench.run_all)."""
     synthetic, table = named["synthetic"], named.get("table")
     ert = {b: [row(synthetic, t, b, "hpsearch")["ert_speedup_vs_random"] or 0.0 for t in MFH] for b in (72, 288)}  # type: ignore[index]
     opt = {b: [row(synthetic, t, b, "optuna_default")["ert_speedup_vs_random"] or 0.0 for t in MFH] for b in (72, 288)}  # type: ignore[index]
@@ -229,7 +209,7 @@ def summary(named: dict[str, dict[str, Any]], goal_lines: list[str]) -> dict[str
         "title": "Search quality (Tier A synthetic, Tier B table replay, Tier C live)",
         "headline": headline,
         "command": synthetic["command"].replace("python ", ".venv/bin/python ", 1).split(" --jobs")[0],
-        "date": __import__("datetime").datetime.now(__import__("datetime").UTC).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "duration_s": sum(r["wall_s"] for r in named.values()),
         "machine": {"nproc": synthetic["jobs"], "cpu": synthetic.get("cpu") or cpu_model(), "gpu": None},
         "smoke": False,
@@ -274,39 +254,17 @@ def detail(r: dict[str, Any], task: str, title: str) -> str:
 
 
 def main(argv: list[str]) -> None:
-    out = None
-    if "--summary" in argv:
-        i = argv.index("--summary")
-        out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2 :]
-    named = classify([load(p) for p in argv])
-    if out is not None:
-        lines = (
-            goals(named["synthetic"], named.get("table"), named.get("paired_synthetic"), named.get("paired_table")) + "\n" + peers(named)
-        ).splitlines()
-        out.write_text(json.dumps(summary(named, lines), indent=1) + "\n")
-        print(f"wrote {out}", file=sys.stderr)
-    synthetic, table = named["synthetic"], named.get("table")
-    paired = named.get("paired_synthetic")
-    print(goals(synthetic, table, paired, named.get("paired_table")))
-    if peers(named):
-        print(peers(named))
-    if "live" in named:
-        print(live_goal(named["live"]))
-    print()
-    print(f"Tier A, seeds {synthetic['seeds'][0]}-{synthetic['seeds'][1] - 1}: ERT speed-up over random / median regret\n")
-    print(speedups(synthetic, list(synthetic["tasks"]), synthetic["methods"]), end="\n\n")
-    if table:
-        print(f"Tier B, seeds {table['seeds'][0]}-{table['seeds'][1] - 1}: ERT speed-up over random / median regret\n")
-        print(speedups(table, list(table["tasks"]), table["methods"]), end="\n\n")
-    for key in ("calibration_synthetic", "calibration_table"):
-        if key in named:
-            r = named[key]
-            print(f"{key}, seeds {r['seeds'][0]}-{r['seeds'][1] - 1}: median regret / paired wins against Optuna's defaults\n")
-            print(wins_table(r), end="\n\n")
-    for key, task, what in (("live", "fashion_live", "Tier C"), ("warm", "fashion_table", "Warm start on Tier B")):
-        if key in named:
-            r = named[key]
-            print(detail(r, task, f"{what}, seeds {r['seeds'][0]}-{r['seeds'][1] - 1}:"), end="\n\n")
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="+", help="search-quality JSONs (files without runs in them, the summary too, are skipped)")
+    p.add_argument("--summary", type=Path, required=True, help="write BENCHMARKS.md's status row here (bench/results/search_quality.json)")
+    args = p.parse_args(argv)
+    named = classify([load(path) for path in args.runs])
+    lines = (
+        goals(named["synthetic"], named.get("table"), named.get("paired_synthetic"), named.get("paired_table")) + "\n" + peers(named)
+    ).splitlines()
+    args.summary.write_text(json.dumps(summary(named, lines), indent=1) + "\n")
+    print("\n".join(lines))
+    print(f"wrote {args.summary}", file=sys.stderr)
 
 
 if __name__ == "__main__":
