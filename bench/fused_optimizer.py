@@ -8,15 +8,16 @@ on the narrow space) pays it on most of its steps.
 
 Two groups of configs, at the spec's full setting (12,000 images, 6 epochs, one thread):
 
-    random  `--configs` drawn at random from the space: what fusing does for a search's average config
-    small   `--small` other draws moved to AdamW at batch 32 (their lr, weight decay, schedule,
-            warmup and label smoothing kept; beta2 drawn from the space's range)
+    random  16 configs drawn at random from the space: what fusing does for a search's average config
+    small   6 other draws moved to AdamW at batch 32 (their lr, weight decay, schedule, warmup and
+            label smoothing kept; beta2 drawn from the space's range, an SGD lr scaled by 1/50)
 
 Each config trains with fused_optimizer off and on in one process, in alternating order, after a
-throw-away run (bench.common's pairs, as bench.denormals). The figures are the ratios of total seconds on / off
-per group; per config, the ratio and both final val_acc. The fused kernel orders the arithmetic
-differently, so the runs part at the rounding level and end a few images apart: the accuracy
-goal is that they part both ways, not that they agree.
+throw-away run (bench.common.key_pairs, as bench.denormals). The figures are the ratios of total
+seconds on / off per group, and per batch size: the optimizer's cost per step is the same at any
+batch size, so the gain is at small batches; per config, the ratio and both final val_acc. The
+fused kernel orders the arithmetic differently, so the runs part at the rounding level and end a
+few images apart: the accuracy goal is that they part both ways, not that they agree.
 
     .venv/bin/python -m bench.fused_optimizer          # 16 + 6 configs, ~3 min on 2 cores
     .venv/bin/python -m bench.fused_optimizer --smoke
@@ -28,8 +29,7 @@ import random
 import time
 from typing import Any
 
-from bench.common import BENCH_SPEC as SPEC
-from bench.common import PAIR_COLUMNS, ROOT, median, pair_configs, pair_figures, pairs, parser, ratio, train_with, write_result
+from bench.common import BENCH_SPEC, PAIR_COLUMNS, ROOT, key_pairs, median, parser, ratio, write_result
 
 KEY = "fused_optimizer"
 GOAL = 0.85  # fused, AdamW at batch 32: total seconds at most this share of unfused
@@ -38,9 +38,9 @@ DRIFT = 0.002  # mean val_acc change on - off within +-0.2 points (10 images of 
 SMALL = {"optimizer": "adamw", "batch_size": 32}
 
 
-def small(base: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
+def small(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``base`` configs moved to AdamW at batch 32, beta2 uniform in the space's 0.9-0.999."""
-    rng = random.Random(seed)
+    rng = random.Random(0)
     out = []
     for config in base:
         moved = {k: v for k, v in config.items() if k not in ("momentum", "nesterov", "beta2")}
@@ -51,56 +51,28 @@ def small(base: list[dict[str, Any]], seed: int) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = parser(__doc__)
-    p.add_argument("--configs", type=int, default=16, help="random configs (default 16)")
-    p.add_argument("--small", type=int, default=6, help="AdamW configs at batch 32 (default 6)")
-    p.add_argument("--seed", type=int, default=0, help="the random sampler's seed (which configs)")
-    args = p.parse_args(argv)
+    args = parser(__doc__).parse_args(argv)
     started = time.perf_counter()
-    if args.smoke:
-        args.configs = args.small = 2
-    drawn = pair_configs(args.configs, args.seed, args.smoke)
-    smalls = small(pair_configs(args.small, args.seed + 1, args.smoke), args.seed)
-    train_with(drawn[0], KEY, True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
-    per_random, rows = pairs(drawn, "random", KEY)
-    per_small, more = pairs(smalls, "small", KEY)
-    rows += more
-    per = per_random + per_small
+    run = key_pairs(KEY, "small", small, args.smoke)
+    per = run["random"]["per"] + run["small"]["per"]
+    rand, sm = run["random"]["figures"], run["small"]["figures"]
     diffs = [x["on"]["val_acc"] - x["off"]["val_acc"] for x in per]
     mean_diff = sum(diffs) / len(diffs)
-    rand, sm = pair_figures(per_random), pair_figures(per_small)
     by_batch: dict[int, list[float]] = {}
     for x in per:
         by_batch.setdefault(int(x["config"]["batch_size"]), []).append(ratio(x["on"]["s"], x["off"]["s"]))
+    higher, lower, same = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs), sum(d == 0 for d in diffs)
     figures = {
-        "seed": args.seed,
-        "spec": str(SPEC.relative_to(ROOT)),
+        "spec": str(BENCH_SPEC.relative_to(ROOT)),
         "random": rand,
         "small": {**sm, "fixed": SMALL},
         "mean_val_acc_change": mean_diff,
         "median_abs_val_acc_change": median([abs(d) for d in diffs]),
         "max_abs_val_acc_change": max(abs(d) for d in diffs),
-        "configs_higher_lower_same": [sum(d > 0 for d in diffs), sum(d < 0 for d in diffs), sum(d == 0 for d in diffs)],
+        "configs_higher_lower_same": [higher, lower, same],
         "median_ratio_by_batch_size": {str(b): median(r) for b, r in sorted(by_batch.items())},
         "per_config": per,
     }
-    higher, lower, same = figures["configs_higher_lower_same"]
-    by_batch_text = ", ".join(f"batch {b} {median(r):.2f}x ({len(r)})" for b, r in sorted(by_batch.items()))
-    notes = [
-        f"random: {args.configs} configs drawn by Optuna's RandomSampler(seed={args.seed}) from {figures['spec']}, its fixed "
-        "settings (12,000 training and 5,000 validation images, 6 epochs, 1 thread, flush_denormal on), training seed = the "
-        f"config's index. small: {args.small} other draws (RandomSampler(seed={args.seed + 1})) moved to AdamW at batch 32, "
-        "beta2 uniform in 0.9-0.999, an SGD draw's lr scaled by 1/50 into AdamW's range. Each config trained twice in one "
-        "process, fused_optimizer off and on, the order alternating per config, after one throw-away run. Single runs on "
-        "this shared machine vary by up to +-30 %: the per-group totals are the figures.",
-        f"Median seconds ratio on / off per batch size over all configs: {by_batch_text}. The optimizer's cost per step is "
-        "the same at any batch size and its share of a step falls as the batch grows, so the gain is at small batches.",
-        f"Accuracy: the fused kernel computes the same update with the arithmetic in another order, so the two runs part "
-        f"at the rounding level and end near each other, not equal: mean change on - off {100 * mean_diff:+.2f} points, "
-        f"median size {100 * figures['median_abs_val_acc_change']:.2f}, largest {100 * figures['max_abs_val_acc_change']:.2f}; "
-        f"fused ended higher in {higher}, lower in {lower}, the same in {same} of {len(per)}. The goal asks for no "
-        f"systematic change: a mean within +-{100 * DRIFT:.1f} points.",
-    ]
     write_result(
         args.out,
         "fused_optimizer",
@@ -115,8 +87,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.smoke
         else None,
         figures=figures,
-        table={"columns": PAIR_COLUMNS, "rows": rows},
-        notes=notes,
+        table={"columns": PAIR_COLUMNS, "rows": run["rows"]},
         started=started,
     )
 

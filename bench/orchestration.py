@@ -9,7 +9,9 @@ against `python script.py`. The Optuna script runs twice: as written (Optuna's S
 defaults: rollback journal, fsync per commit) and with the storage settings hpsearch uses
 (WAL, synchronous=NORMAL), which separates hpsearch's own per-trial work from its storage
 settings. Ray Tune runs with its defaults (random search, FIFO scheduler, a new local
-cluster), fewer trials. Variants are interleaved per repeat; the figures are medians.
+cluster), fewer trials; its per-trial overhead is Tuner.fit's wall time over the trials (as
+many at once as cores, its default), ray.init left out. Variants are interleaved per repeat; the
+figures are medians; `hpsearch --help` and a 1-trial `hpsearch run` time the CLI's start-up.
 
     .venv/bin/python -m bench.orchestration                # 150 trials, 5 repeats, Ray 24 trials
     .venv/bin/python -m bench.orchestration --smoke
@@ -19,14 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import TOY, TOY_EPOCHS, Timer, hpsearch_cli, in_child, interleave, median, parser, ratio, run_optuna, write_result
+from bench.common import TOY, Timer, hpsearch_cli, in_child, interleave, median, parser, ratio, run_optuna, write_result
 from bench.common import write_toy_spec as write_spec
+
+REPEATS, RAY_TRIALS = 5, 24  # interleaved runs of each variant; Ray Tune's trials per run (a trial costs it seconds)
 
 
 def run_hpsearch(trials: int) -> dict[str, Any]:
@@ -122,14 +125,13 @@ def cli_startup(folder: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.add_argument("--trials", type=int, default=150, help="trials per hpsearch / Optuna run")
-    p.add_argument("--ray-trials", type=int, default=24, help="trials per Ray Tune run (0: skip Ray)")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--child", choices=["hpsearch", "optuna", "optuna_wal", "ray"], help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=["optuna", "optuna_wal", "ray"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.trials)))
         return
     started = time.perf_counter()
+    args.ray_trials, args.repeats = RAY_TRIALS, REPEATS
     if args.smoke:
         args.trials, args.ray_trials, args.repeats = 3, 0, 1
     names = ("hpsearch", "optuna") if args.smoke else ("hpsearch", "optuna", "optuna_wal")  # smoke: seconds, not figures
@@ -172,19 +174,6 @@ def report(args: Any, runs: dict[str, list[dict[str, Any]]], startup: dict[str, 
     }
     rows = [[labels[k], args.trials, f"{wall[k]:.2f}", f"{per_trial[k]:.1f}", f"{ratio(wall['hpsearch'], wall[k]):.2f}"] for k in labels]
     goal_met = vs_optuna <= 1.25
-    notes = [
-        f"Medians of {args.repeats} interleaved runs of {args.trials} trials ({TOY_EPOCHS} reports each), each a whole process "
-        f"timed from outside (start-up and imports included); last column: hpsearch's wall time / that runner's.",
-        (
-            f"Against the Optuna script with hpsearch's storage settings hpsearch takes {vs_wal:.2f}x: the cost of its own "
-            f"per-trial work (claiming under a lock, heartbeats, TensorBoard files, trial attributes, progress); against the "
-            f"script as written it takes {vs_optuna:.2f}x, WAL and fewer fsyncs {'more than paying for' if vs_optuna < 1 else 'offsetting part of'} that."
-        ),
-        (
-            f"`hpsearch --help` takes {startup['help_s']:.2f} s; `hpsearch run` of a 1-trial study takes "
-            f"{startup['run_1_trial_s']:.2f} s, nearly all of it interpreter start and imports."
-        ),
-    ]
     if "ray" in runs:
         ray_trial = median([m["per_trial_ms"] for m in runs["ray"]])
         figures.update(
@@ -204,11 +193,6 @@ def report(args: Any, runs: dict[str, list[dict[str, Any]]], startup: dict[str, 
             ]
         )
         goal_met = goal_met and figures["ray_over_hpsearch_per_trial"] >= 10
-        notes.append(
-            f"Ray Tune per-trial overhead is {figures['ray_over_hpsearch_per_trial']:.1f}x hpsearch's "
-            f"(Tuner.fit wall / trials, as many trials at once as cores ({os.cpu_count()}) by default; ray.init excluded, "
-            f"{figures['ray_init_s']:.1f} s)."
-        )
     headline = (
         f"hpsearch {vs_optuna:.2f}x the Optuna script's wall time ({vs_wal:.2f}x the script given hpsearch's "
         f"SQLite settings; {hp_trial:.0f} ms per trial)"
@@ -225,7 +209,6 @@ def report(args: Any, runs: dict[str, list[dict[str, Any]]], startup: dict[str, 
         goal_met=goal_met if not args.smoke else None,
         figures=figures,
         table={"columns": ["runner", "trials", "wall s (median)", "ms per trial", "hpsearch / runner"], "rows": rows},
-        notes=notes,
         started=started,
     )
 

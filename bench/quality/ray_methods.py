@@ -12,21 +12,13 @@ complete whatever the scheduler says (Ray's ``stop_last_trials`` only ends it at
 
 BOHB cannot sit in that loop: HyperBandForBOHB pauses a trial at a rung until its bracket has
 filled, then resumes the trials successive halving keeps and stops the rest, and it is asked
-which trial runs next. Two ways to run it faithfully: a real ``tune.Tuner`` per search, or a
-stand-in for the part of Tune's controller the two objects talk to. The Tuner (one CPU, a
-function trainable that checkpoints each epoch so a paused trial resumes) took 101 s for 26
-trials (120 epochs) on this 2-core machine, about 4 minutes a 288-epoch search: 2 x 9 tasks x
-40 seeds would be days. ``ray_bohb`` uses the stand-in, ``_BohbController`` (from ray 2.60's
-tune_controller.py, hb_bohb.py, hyperband.py), at about a second a search: every suggestion,
-pause, resume and stop is still TuneBOHB's and HyperBandForBOHB's own. What it copies of Tune:
-one pending trial asked for ahead (``max_pending_trials`` is 1 for a searcher without a
-concurrency limit), actors staged first come first served (so a new trial staged while another
-trains runs before trials a halving has just resumed, as in Tune), ``on_trial_result`` per epoch
-to the scheduler and, unless it says STOP, to the searcher (whose KDEs learn from the results
-the scheduler tags with a rung budget), and ``stop_trial`` (``on_trial_remove`` for a waiting
-trial, ``on_trial_complete`` for the running one). A trial's curve is deterministic in (config,
-seed): a paused trial resumes by reading on. `python -m bench.ray_bohb_vs_tune` checks this against a real
-Tuner: the same 179 calls to TuneBOHB, in the same order, up to the Tuner's last trial.
+which trial runs next. A real ``tune.Tuner`` per search takes about 4 minutes a 288-epoch search
+on 2 cores (days for the benchmark), so ``ray_bohb`` runs both objects under ``_BohbController``,
+a stand-in for the parts of Tune's controller they talk to (from ray 2.60's tune_controller.py,
+hb_bohb.py, hyperband.py), at about a second a search: every suggestion, pause, resume and stop
+is still theirs. A trial's curve is deterministic in (config, seed): a paused trial resumes by
+reading on. Checked against a real Tuner on one search: the same 179 calls to TuneBOHB, in the
+same order, up to the Tuner's last trial (docs/experiments/2026-12-ray-bohb-stand-in.md).
 
 hpbandster 0.7.4 runs unchanged on ConfigSpace 1.2 and numpy 2 (its deprecated ConfigSpace calls
 only warn, silenced here; its model-based proposals do happen, it does not fall back to random).
