@@ -28,6 +28,7 @@ from typing import Any
 MIN_STARTUP, MAX_STARTUP = 3, 10
 TRIALS_PER_STARTUP = 8  # one random start-up trial per this many trials of the budget
 HYPERBAND_MIN_EPOCHS = 3  # fewer epochs per trial leave no rungs worth the pruning
+SH_REDUCTION, HYPERBAND_REDUCTION = 4, 3  # pruner.reduction_factor when unset: successive_halving, hyperband
 
 
 @dataclass(frozen=True)
@@ -81,3 +82,27 @@ def resolve(spec: Any) -> list[Resolved]:
     if spec.sampler.name in (None, "tpe") and len(spec.metrics) == 1:
         out.append(constant_liar(spec))
     return out
+
+
+def table() -> str:
+    """The docs' table of what a spec leaves unset (docs/spec.md, generated): the rules above, in words."""
+    rows = [
+        ("sampler.name", "`tpe`; `nsga2` with several metrics"),
+        (
+            "sampler.startup_trials",
+            f"round(budget.trials / {TRIALS_PER_STARTUP}), at least {MIN_STARTUP}, at most {MAX_STARTUP} (tpe, gp, cmaes)",
+        ),
+        ("sampler.constant_liar", "on with more than one worker (tpe): workers do not propose the region their running trials hold"),
+        (
+            "pruner.name",
+            f"`hyperband` from {HYPERBAND_MIN_EPOCHS} epochs per trial (`fixed.epochs` or `pruner.max_epochs`); `median` "
+            "with fewer or unknown epochs; `none` with several metrics",
+        ),
+        (
+            "pruner.reduction_factor",
+            f"{SH_REDUCTION} for successive_halving; {HYPERBAND_REDUCTION} for hyperband and Ray's asha and hyperband",
+        ),
+        ("pruner.max_epochs", "`fixed.epochs` (Ray's asha and hyperband: 100 without either)"),
+    ]
+    lines = ["| key | when the spec leaves it unset |", "|---|---|"]
+    return "\n".join(lines + [f"| `{key}` | {rule} |" for key, rule in rows])

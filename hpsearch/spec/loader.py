@@ -23,6 +23,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic_core import ErrorDetails
 
@@ -30,20 +31,16 @@ from hpsearch.base.cores import cpu_cores
 from hpsearch.base.errors import SpecError
 from hpsearch.base.text import did_you_mean
 from hpsearch.spec.overrides import apply_overrides, from_cwd
-from hpsearch.spec.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS
+from hpsearch.spec.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS, build_plugin, is_import_path
 from hpsearch.spec.safe_yaml import read_yaml
 from hpsearch.spec.space import Const, Space, parse_space
 from hpsearch.trial.objective import BUILTIN, load_objective
 
 Direction = Literal["maximize", "minimize"]
 if TYPE_CHECKING:  # the registries' keys are known only at run time: a type checker sees a str
-    SamplerName: TypeAlias = str
-    PrunerName: TypeAlias = str
     BackendName: TypeAlias = str
     SchedulerName: TypeAlias = str
 else:  # pydantic checks the name against the registry (and the error lists the names)
-    SamplerName = Literal[tuple(SAMPLERS)]
-    PrunerName = Literal[tuple(PRUNERS)]
     BackendName = Literal[tuple(BACKENDS)]
     SchedulerName = Literal[tuple(RAY_SCHEDULERS)]
 
@@ -59,21 +56,60 @@ class Budget(Section):
     max_failures: int | None = Field(5, ge=1)  # stop after this many failed trials in a row (null: never)
 
 
+def plugin_name(value: str | None, registry: dict[str, Any]) -> str | None:
+    """A registry name, or a class as ``package.module:Class`` (checked when the objective is)."""
+    if value is None or value in registry or is_import_path(value):
+        return value
+    names = [repr(n) for n in registry]
+    close = difflib.get_close_matches(value, list(registry), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ValueError(f"Input should be {', '.join(names[:-1])} or {names[-1]} (or a class as 'package.module:Class'), got {value!r}{hint}")
+
+
+def class_kwargs(value: Any, own: tuple[str, ...]) -> Any:
+    """``{name: pkg.mod:Class, key: value, ...}``: the keys other than ``own`` are the class's keyword arguments."""
+    if not isinstance(value, dict) or not is_import_path(value.get("name")):
+        return value
+    return {**{k: v for k, v in value.items() if k in own}, "kwargs": {k: v for k, v in value.items() if k not in own}}
+
+
 class SamplerSpec(Section):
-    name: SamplerName | None = None  # default: tpe, or nsga2 for several metrics
+    name: str | None = None  # a registry name (default: tpe, or nsga2 for several metrics) or 'package.module:Class'
     seed: int | None = Field(None, ge=0, le=2**32 - 1)  # NumPy's (and so Optuna's) seed range
     startup_trials: int | None = Field(None, ge=0)  # random trials before the model kicks in (tpe, gp, cmaes)
     population_size: int | None = Field(None, ge=2)  # nsga2
+    kwargs: dict[str, Any] = {}  # a class's keyword arguments: the other keys beside its name
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kwargs(cls, value: Any) -> Any:
+        return class_kwargs(value, ("name", "seed"))
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, value: str | None) -> str | None:
+        return plugin_name(value, SAMPLERS)
 
 
 class PrunerSpec(Section):
-    name: PrunerName | None = None  # default: by the budget (hpsearch/spec/defaults.py): hyperband, median or none
+    name: str | None = None  # a registry name (default: by the budget, spec/defaults.py) or 'package.module:Class'
     warmup_epochs: int = Field(1, ge=0)  # epochs a trial always runs before it may be pruned
     startup_trials: int = Field(5, ge=0)  # trials that finish unpruned before pruning starts (median, percentile)
     interval_epochs: int = Field(1, ge=1)
     percentile: float = Field(25.0, gt=0, lt=100)  # percentile pruner: keep trials above this percentile
     reduction_factor: int | None = Field(None, ge=2)  # successive_halving (4), hyperband (3)
     max_epochs: int | None = Field(None, ge=1)  # hyperband's max resource; defaults to fixed.epochs
+    kwargs: dict[str, Any] = {}  # a class's keyword arguments: the other keys beside its name
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kwargs(cls, value: Any) -> Any:
+        return class_kwargs(value, ("name",))
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, value: str | None) -> str | None:
+        return plugin_name(value, PRUNERS)
 
 
 class Resources(Section):
@@ -441,7 +477,22 @@ def check_consistency(spec: Spec, errors: list[str]) -> None:
         errors.append(f"warm_start.study: {warm.study!r} is this study itself; name an earlier study")
 
 
+def check_plugins(spec: Spec, errors: list[str]) -> None:
+    """A sampler or pruner class named by import path: importable, the right base class, its keyword arguments taken."""
+    for kind, section in (("sampler", spec.sampler), ("pruner", spec.pruner)):
+        if is_import_path(section.name):
+            try:
+                build_plugin(spec, kind)  # type: ignore[arg-type]
+            except ValueError as exc:
+                errors.append(f"{kind}.name: {exc}")
+    if spec.backend == "ray" and is_import_path(spec.pruner.name):
+        errors.append(f"pruner.name: {spec.pruner.name}: backend ray stops trials with ray.scheduler; a pruner class needs backend: optuna")
+
+
 def check_objective_entry(spec: Spec, errors: list[str], prepare: bool = False) -> None:
+    check_plugins(spec, errors)
+    if errors:
+        return
     try:
         fn = load_objective(spec.objective, spec.base_dir)
     except ValueError as exc:

@@ -1,16 +1,23 @@
 """One registry per plug-in kind: samplers, pruners, backends, Ray schedulers.
 
 Each entry is a name, a one-line summary and a builder. Spec validation, the CLI's choices
-and the README's table all read these dicts, so adding a plug-in is adding one entry here.
+and the docs' tables all read these dicts, so adding a plug-in is adding one entry here.
 Builders import Optuna or Ray when called, so reading the names costs nothing.
+
+A sampler or pruner may also be a user's class, named by import path
+(``package.module:Class`` or ``path/file.py:Class``) with its keyword arguments beside it:
+``plugin_class`` loads and checks it, ``build_plugin`` makes one.
 """
 
 from __future__ import annotations
 
+import inspect
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from optuna.pruners import BasePruner
@@ -38,11 +45,13 @@ class Spec(Protocol):
     def metrics(self) -> list[str]: ...
     @property
     def tree(self) -> Any: ...
+    @property
+    def base_dir(self) -> Path: ...
 
 
 @dataclass(frozen=True)
 class Entry(Generic[T]):
-    summary: str  # one line for --help and the README table
+    summary: str  # one line for --help and the docs' table
     build: Callable[..., T]
 
 
@@ -112,8 +121,8 @@ def _nsga2(spec: Spec, seed: int | None) -> BaseSampler:
 
 SAMPLERS: dict[str, Entry[BaseSampler]] = {
     "tpe": Entry(
-        "tree-structured Parzen estimator, multivariate over conditional groups; random for the first `startup_trials` "
-        "(default: budget.trials / 8, 3 to 10); constant liar with several workers (default)",
+        "tree-structured Parzen estimator, multivariate over conditional groups; random for the first `startup_trials`; "
+        "constant liar with several workers",
         _tpe,
     ),
     "random": Entry("independent uniform (or log-uniform) draws", _random),
@@ -121,8 +130,52 @@ SAMPLERS: dict[str, Entry[BaseSampler]] = {
     "cmaes": Entry("CMA-ES over the numeric parameters (categorical ones sampled independently)", _cmaes),
     "qmc": Entry("quasi-Monte Carlo (Sobol) draws: even coverage without a model", _qmc),
     "gp": Entry("Gaussian-process Bayesian optimisation (few, expensive trials)", _gp),
-    "nsga2": Entry("NSGA-II genetic search; the default with several metrics (`population_size`, default 50)", _nsga2),
+    "nsga2": Entry("NSGA-II genetic search for several metrics (`population_size`, default 50)", _nsga2),
 }
+
+
+# ---------------------------------------------------------------------------- a user's class
+
+IMPORT_PATH = re.compile(r"[\w./-]+:[A-Za-z_]\w*")  # package.module:Class or path/file.py:Class
+Kind = Literal["sampler", "pruner"]
+
+
+def is_import_path(name: object) -> bool:
+    return isinstance(name, str) and IMPORT_PATH.fullmatch(name) is not None
+
+
+def plugin_class(path: str, base_dir: Path | None, kind: Kind) -> type:
+    """The class ``path`` names, checked to be Optuna's BaseSampler or BasePruner; ValueError in one line."""
+    import optuna
+
+    from hpsearch.trial.objective import import_file, import_module
+
+    base: type = optuna.samplers.BaseSampler if kind == "sampler" else optuna.pruners.BasePruner
+    module_part, _, name = path.rpartition(":")
+    module = import_file(module_part, base_dir) if module_part.endswith(".py") else import_module(module_part)
+    found = getattr(module, name, None)
+    if found is None:
+        raise ValueError(f"{module_part} has no {name!r}")
+    if not isinstance(found, type) or not issubclass(found, base):
+        what = f"a {type(found).__name__}" if not isinstance(found, type) else f"a class that does not derive from {base.__name__}"
+        raise ValueError(f"{path} is {what}; a {kind} class derives from optuna.{kind}s.{base.__name__}")
+    return found
+
+
+def build_plugin(spec: Spec, kind: Kind, seed: int | None = None) -> Any:
+    """An instance of the spec's own sampler or pruner class, with its keyword arguments (and the
+    sampler's seed, shifted as for the built-in ones, when the class takes a ``seed``)."""
+    section = spec.sampler if kind == "sampler" else spec.pruner
+    cls = plugin_class(section.name, spec.base_dir, kind)
+    kwargs = dict(section.kwargs)
+    if seed is not None and "seed" in inspect.signature(cls).parameters:
+        kwargs["seed"] = seed
+    try:
+        return _quiet(lambda: cls(**kwargs))
+    except Exception as exc:  # noqa: BLE001 - a user's constructor: any error is one line
+        raise ValueError(
+            f"{section.name}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) failed: {type(exc).__name__}: {exc}"
+        ) from None
 
 
 def sampler_name(spec: Spec) -> str:
@@ -161,17 +214,21 @@ def _percentile(spec: Spec) -> BasePruner:
 def _successive_halving(spec: Spec) -> BasePruner:
     import optuna
 
+    from hpsearch.spec.defaults import SH_REDUCTION
+
     p = spec.pruner
-    return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, p.warmup_epochs), reduction_factor=p.reduction_factor or 4)
+    return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, p.warmup_epochs), reduction_factor=p.reduction_factor or SH_REDUCTION)
 
 
 def _hyperband(spec: Spec) -> BasePruner:
     import optuna
 
+    from hpsearch.spec.defaults import HYPERBAND_REDUCTION
+
     p = spec.pruner
     max_epochs = p.max_epochs or spec.fixed.get("epochs") or "auto"
     return optuna.pruners.HyperbandPruner(
-        min_resource=max(1, p.warmup_epochs), max_resource=max_epochs, reduction_factor=p.reduction_factor or 3
+        min_resource=max(1, p.warmup_epochs), max_resource=max_epochs, reduction_factor=p.reduction_factor or HYPERBAND_REDUCTION
     )
 
 
@@ -183,18 +240,16 @@ def _no_pruner(spec: Spec) -> BasePruner:
 
 PRUNERS: dict[str, Entry[BasePruner]] = {
     "median": Entry(
-        "stop a trial worse than the median of earlier trials at the same epoch, after `warmup_epochs`, once `startup_trials` finished "
-        "(default when a trial has fewer than 3 epochs or no `fixed.epochs`)",
+        "stop a trial worse than the median of earlier trials at the same epoch, after `warmup_epochs`, once `startup_trials` finished",
         _median,
     ),
     "percentile": Entry("as median, at `percentile` instead of the 50th", _percentile),
     "successive_halving": Entry(
-        "asynchronous successive halving: rungs from `warmup_epochs` on, each keeps the best 1/`reduction_factor` (default 4)",
+        "asynchronous successive halving: rungs from `warmup_epochs` on, each keeps the best 1/`reduction_factor`",
         _successive_halving,
     ),
     "hyperband": Entry(
-        "Hyperband: successive halving in several brackets up to `max_epochs` (default `fixed.epochs`), `reduction_factor` default 3 "
-        "(default with 3 or more epochs per trial)",
+        "Hyperband: successive halving in several brackets up to `max_epochs`, each rung keeps 1/`reduction_factor`",
         _hyperband,
     ),
     "none": Entry("every trial runs all its epochs", _no_pruner),
@@ -238,14 +293,18 @@ class RayKit:
 def _asha(spec: Spec, kit: RayKit) -> TrialScheduler:
     from ray.tune.schedulers import ASHAScheduler
 
-    rate = spec.pruner.reduction_factor or 3
+    from hpsearch.spec.defaults import HYPERBAND_REDUCTION
+
+    rate = spec.pruner.reduction_factor or HYPERBAND_REDUCTION
     return ASHAScheduler(**kit.common, max_t=kit.max_t, grace_period=kit.grace, reduction_factor=rate, stop_last_trials=False)
 
 
 def _ray_hyperband(spec: Spec, kit: RayKit) -> TrialScheduler:
     from ray.tune.schedulers import HyperBandScheduler
 
-    rate = spec.pruner.reduction_factor or 3
+    from hpsearch.spec.defaults import HYPERBAND_REDUCTION
+
+    rate = spec.pruner.reduction_factor or HYPERBAND_REDUCTION
     return HyperBandScheduler(**kit.common, max_t=kit.max_t, reduction_factor=rate, stop_last_trials=False)
 
 
@@ -263,11 +322,11 @@ def _fifo(spec: Spec, kit: RayKit) -> TrialScheduler:
 
 RAY_SCHEDULERS: dict[str, Entry[TrialScheduler]] = {
     "asha": Entry(
-        "asynchronous successive halving (default): first rung after `pruner.warmup_epochs` + 1 epochs, keeps 1/`pruner.reduction_factor` (default 3)",
+        "asynchronous successive halving (default): first rung after `pruner.warmup_epochs` + 1 epochs, keeps 1/`pruner.reduction_factor`",
         _asha,
     ),
     "hyperband": Entry(
-        "synchronous HyperBand up to `pruner.max_epochs` (default `fixed.epochs`); paused trials resume from their checkpoint",
+        "synchronous HyperBand up to `pruner.max_epochs`; paused trials resume from their checkpoint",
         _ray_hyperband,
     ),
     "median": Entry("median stopping rule after the warmup epochs, once `pruner.startup_trials` trials report", _ray_median),
@@ -281,7 +340,7 @@ RAY_SCHEDULERS: dict[str, Entry[TrialScheduler]] = {
 
 
 def table(kind: Mapping[str, Entry[Any] | Backend], key: str) -> str:
-    """A Markdown table of a registry; the README's tables are these (tests/test_registry.py checks)."""
+    """A Markdown table of a registry; the docs' tables are these (tests/test_registry.py checks)."""
     rows = [f"| `{name}` | {entry.summary} |" for name, entry in kind.items()]
     return "\n".join([f"| `{key}` | what it does |", "|---|---|", *rows])
 
@@ -294,6 +353,6 @@ TABLES: dict[str, Mapping[str, Entry[Any] | Backend]] = {
 }
 
 
-if __name__ == "__main__":  # python -m hpsearch.spec.registry: the README's tables
+if __name__ == "__main__":  # python -m hpsearch.spec.registry: the docs' tables
     for key, kind in TABLES.items():
         print(table(kind, key), end="\n\n")

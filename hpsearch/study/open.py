@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 
-from hpsearch.spec.registry import PRUNERS, SAMPLERS, pruner_name, sampler_name
+from hpsearch.spec.registry import PRUNERS, SAMPLERS, build_plugin, is_import_path, pruner_name, sampler_name
 from hpsearch.study.storage import (
     open_storage,
 )
@@ -21,10 +21,16 @@ from hpsearch.study.warmstart import warm_sampler, warm_start
 def build_sampler(spec: Spec, offset: int = 0) -> optuna.samplers.BaseSampler:
     """``offset`` shifts the seed (resume, other processes), so they do not replay the same samples."""
     seed = None if spec.sampler.seed is None else spec.sampler.seed + offset
+    if is_import_path(spec.sampler.name):
+        sampler: optuna.samplers.BaseSampler = build_plugin(spec, "sampler", seed)
+        return sampler
     return SAMPLERS[sampler_name(spec)].build(spec, seed)
 
 
 def build_pruner(spec: Spec) -> optuna.pruners.BasePruner:
+    if is_import_path(spec.pruner.name):
+        pruner: optuna.pruners.BasePruner = build_plugin(spec, "pruner")
+        return pruner
     return PRUNERS[pruner_name(spec)].build(spec)
 
 
