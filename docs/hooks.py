@@ -5,6 +5,7 @@ A page marks a generated part with an HTML comment on a line of its own; the hoo
     <!-- generated: cli -->              `hpsearch <cmd> --help` for every command (hpsearch/cli/'s parser)
     <!-- generated: spec-keys -->        every spec key: type, default, what it is (spec/loader.py's models)
     <!-- generated: registries -->       samplers, pruners, backends, Ray schedulers (spec/registry.py)
+    <!-- generated: defaults -->         what a spec leaves unset resolves to (spec/defaults.py)
     <!-- generated: ray-schedulers -->   Ray schedulers alone
     <!-- generated: objective-keys -->   the built-in objective's keys (objectives/image_classification.py)
 
@@ -162,6 +163,12 @@ def registries() -> str:
     return "\n\n".join(table(kind, key) for key, kind in TABLES.items())
 
 
+def defaults() -> str:
+    from hpsearch.spec.defaults import table
+
+    return table()
+
+
 def ray_schedulers() -> str:
     from hpsearch.spec.registry import RAY_SCHEDULERS, table
 
@@ -191,6 +198,7 @@ GENERATORS = {
     "cli": cli,
     "spec-keys": spec_keys,
     "registries": registries,
+    "defaults": defaults,
     "ray-schedulers": ray_schedulers,
     "objective-keys": objective_keys,
 }

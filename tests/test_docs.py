@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,79 @@ def test_root_files_link_into_the_site(hooks):
     assert hooks.root_page(text) == (
         "[R](reliability.md#x) [Q](benchmarks/search-quality.md) ![p](assets/bench/a.png) s (`bench/x.py`) [w](https://e.org)"
     )
+
+
+# ---------------------------------------------------------------------------- defaults the docs state
+
+HAND_WRITTEN = [
+    *(p for p in (ROOT / "docs").glob("*.md")),  # dated pages under benchmarks/ and experiments/ record what ran then
+    ROOT / "README.md",
+    *(ROOT / "spaces").glob("*.yaml"),
+]
+
+
+def plugin_names() -> set[str]:
+    from hpsearch.spec.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS
+
+    return {*SAMPLERS, *PRUNERS, *RAY_SCHEDULERS, *BACKENDS, "TPE", "Hyperband", "auto"}
+
+
+def default_claims() -> list[tuple[str, str]]:
+    """(file, line) of hand-written lines that name a plug-in (as the code spells it) within 40 characters of "default"."""
+    names = "|".join(sorted(plugin_names(), key=len, reverse=True))
+    near = re.compile(rf"\b[Dd]efaults?\b.{{0,40}}\b({names})\b|\b({names})\b.{{0,40}}\b[Dd]efaults?\b")
+    return [
+        (str(path.relative_to(ROOT)), line.strip())
+        for path in HAND_WRITTEN
+        for line in path.read_text().splitlines()
+        if near.search(line) and "<!-- generated" not in line
+    ]
+
+
+def fashion_defaults() -> dict[str, object]:
+    from hpsearch.spec.defaults import resolve
+    from hpsearch.spec.loader import load_spec
+
+    return {r.key: r.value for r in resolve(load_spec(ROOT / "spaces" / "fashion.yaml", check_objective=False))}
+
+
+def metrics_default() -> str:
+    from hpsearch.trial.command.options import Command
+
+    return Command([], "").metrics
+
+
+# Each hand-written statement of a default, with the check that the code has it. A new one fails
+# test_every_default_the_docs_state_is_checked until it is added here (or generated instead).
+CLAIMS = {
+    ("spaces/fashion.yaml", "TPE after"): lambda: (
+        fashion_defaults() == {"sampler.startup_trials": 10, "pruner.name": "hyperband", "sampler.constant_liar": True}
+    ),
+    ("docs/builtin-objective.md", "(10 random start-up trials, then TPE; Hyperband from the first"): lambda: (
+        fashion_defaults() == {"sampler.startup_trials": 10, "pruner.name": "hyperband", "sampler.constant_liar": True}
+    ),
+    ("docs/your-code.md", "`metrics: auto` (the default)"): lambda: metrics_default() == "auto",
+    ("README.md", "default; `trials_per_gpu: auto` packs"): lambda: Spec.model_fields["resources"].default.workers is None,
+}
+
+
+def test_every_default_the_docs_state_is_checked():
+    unchecked = [f"{f}: {line}" for f, line in default_claims() if not any(f == cf and frag in line for cf, frag in CLAIMS)]
+    assert unchecked == [], "state these through <!-- generated: defaults --> or add a check to CLAIMS"
+
+
+@pytest.mark.parametrize("claim", list(CLAIMS), ids=[f"{f}:{frag[:30]}" for f, frag in CLAIMS])
+def test_each_checked_default_is_the_code_s(claim):
+    file, fragment = claim
+    assert any(f == file and fragment in line for f, line in default_claims()), f"{file} no longer says {fragment!r}: drop the claim"
+    assert CLAIMS[claim]()
+
+
+def test_the_defaults_table_is_generated_from_the_code(hooks):
+    from hpsearch.spec.defaults import HYPERBAND_MIN_EPOCHS, MAX_STARTUP, MIN_STARTUP, TRIALS_PER_STARTUP
+
+    page = hooks.defaults()
+    row = next(line for line in page.splitlines() if line.startswith("| `sampler.startup_trials`"))
+    assert f"/ {TRIALS_PER_STARTUP}" in row and f"at least {MIN_STARTUP}" in row and f"at most {MAX_STARTUP}" in row
+    assert f"from {HYPERBAND_MIN_EPOCHS} epochs" in page
+    assert "<!-- generated: defaults -->" in (ROOT / "docs" / "spec.md").read_text()

@@ -316,6 +316,28 @@ def test_parallel_coordinates_draw_the_top_parameters_and_always_lr(tmp_path: Pa
     assert all(name in index.split("not drawn: ")[1].split("<")[0] for name in hidden)
 
 
+def test_a_parameter_one_completed_trial_has_is_labelled_with_its_value(tmp_path: Path) -> None:
+    """The quickstart's step-schedule gamma: one completed trial drew it, the worst-first list starts with a gap."""
+    study = _study(tmp_path, "gamma", ["minimize"], ["val_loss"])
+
+    def objective(trial: optuna.Trial) -> float:
+        lr = trial.suggest_float("lr", 1e-4, 1e-1, log=True)
+        if trial.number == 3:
+            trial.suggest_categorical("schedule", ["step"])
+            trial.suggest_float("gamma", 0.1, 0.9)
+            return 0.0  # the best: drawn last, so the first (worst) line lacks gamma
+        return 1.0 + lr
+
+    study.optimize(objective, n_trials=8)
+
+    write_report(study, tmp_path / "report")
+
+    fig = _figure(tmp_path / "report" / "parallel_coordinate.html")
+    gamma = study.trials[3].params["gamma"]
+    assert _axis_labels(fig, "gamma") == [f"{gamma:.3g}"]
+    assert "nan" not in json.dumps(fig["layout"]).lower()
+
+
 def _axis_labels(fig: dict[str, Any], name: str) -> list[str]:
     """A parallel-coordinates axis's tick labels, bottom to top."""
     x = fig["layout"]["xaxis"]["ticktext"].index(name)

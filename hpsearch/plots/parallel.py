@@ -56,6 +56,7 @@ def _lines(ctx: Context, params: list[str], metric: str) -> _Lines:
     trials = [t for t in ctx.flat.study.get_trials(deepcopy=False, states=completed_states()) if math.isfinite(t.values[i])]
     trials.sort(key=lambda t: t.values[i] if maximize else -t.values[i])  # worst first
     values = [t.values[i] for t in trials]
+    params = [p for p in params if any(p in t.params for t in trials)]  # an axis no line crosses has no value to show
     axes = [_numeric_axis(metric, values, log=False, integer=False)] + [_param_axis(ctx, p, trials) for p in params]
     title = f"Parallel coordinates: top {len(params)} of {len(ctx.top_params)} parameters"
     return _Lines(title, metric, maximize, [t.number for t in trials], values, axes)
@@ -88,7 +89,7 @@ def _numeric_axis(name: str, values: list[float], log: bool, integer: bool) -> _
 
     positions = [at(v) if math.isfinite(v) else math.nan for v in values]
     if span == 0:
-        return _Axis(name, positions, [(0.5, _label(values[0] if not log else 10**lo, integer))])
+        return _Axis(name, positions, [(0.5, _label(10**lo if log else lo, integer))])  # the one value drawn (values[0] may be a gap)
     if integer and not log and span <= INT_TICKS_MAX:
         return _Axis(name, positions, [(at(v), str(v)) for v in range(int(lo), int(hi) + 1)])
     ticks = [lo + span * k / (TICKS - 1) for k in range(TICKS)]
