@@ -44,6 +44,7 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=(doc or "").strip().splitlines()[0] if doc else None)
     p.add_argument("--smoke", action="store_true", help="a tiny run that checks the script works (seconds; no meaningful figures)")
     p.add_argument("--out", type=Path, default=RESULTS, help="folder for the JSON result (default: bench/results)")
+    p.set_defaults(started=time.perf_counter())  # the run's duration in its result counts from here
     return p
 
 
@@ -149,37 +150,36 @@ def hpsearch_cli(*args: str, sets: Iterable[str] = (), env: dict[str, str] | Non
 
 
 def write_result(
-    out: Path,
+    args: argparse.Namespace,
     name: str,
     title: str,
     *,
     headline: str,
-    smoke: bool,
     goal: str,
-    goal_met: bool | None,
     figures: dict[str, Any],
+    goal_met: bool | None = None,
     table: dict[str, Any] | None = None,
     notes: list[str] | None = None,
-    started: float | None = None,
 ) -> Path:
-    """bench/results/NAME.json of the script bench.NAME; `table` is {"columns": [...], "rows": [[...], ...]}; goal_met None: not measured."""
+    """ARGS.out/NAME.json of the script bench.NAME (ARGS: its parser()'s); `table` is {"columns":
+    [...], "rows": [[...], ...]}; goal_met None: no target, or a --smoke run (never measured)."""
     result = {
         "name": name,
         "title": title,
         "headline": headline,  # one line for BENCHMARKS.md's summary table
         "command": command(f"bench.{name}"),
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "duration_s": round(time.perf_counter() - started, 1) if started is not None else None,
+        "duration_s": round(time.perf_counter() - args.started, 1),
         "machine": machine(),
-        "smoke": smoke,
+        "smoke": args.smoke,
         "goal": goal,
-        "goal_met": goal_met,
+        "goal_met": None if args.smoke else goal_met,
         "figures": figures,
         "table": table or {"columns": [], "rows": []},
         "notes": notes or [],
     }
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}.json"
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{name}.json"
     path.write_text(json.dumps(result, indent=2, default=lambda v: v.item() if hasattr(v, "item") else str(v)) + "\n")
     print(f"wrote {path}")
     return path
@@ -269,6 +269,7 @@ def train_with(config: dict[str, Any], key: str, value: bool) -> dict[str, float
 # ---------------------------------------------------------------------------- a hand-written Optuna script on the toy objective
 
 TOY_EPOCHS = 3  # reports per trial
+TOY_SETS = [f"objective={TOY}:objective", "metric=val_acc", "direction=maximize"]  # --set: a search of the toy, no torch (smoke runs)
 TOY_PRUNER = {"warmup_epochs": 1, "startup_trials": 5}  # hpsearch's defaults, spelled out for the Optuna script
 
 
@@ -286,18 +287,6 @@ def write_toy_spec(folder: Path, trials: int) -> Path:
         "      sgd: {momentum: {float: [0.5, 0.99]}}\n      adamw: {beta1: {float: [0.8, 0.95]}}\n"
     )
     return spec
-
-
-def toy_objective() -> Callable[..., dict[str, float]]:
-    """tests/fixtures/toy.py's objective, loaded by file path (tests/ is no package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("toy", TOY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    objective: Callable[..., dict[str, float]] = module.objective
-    return objective
 
 
 class _OptunaReporter:
@@ -328,9 +317,11 @@ def sqlite_like_hpsearch(path: Path) -> None:
 
 def run_optuna(trials: int, wal: bool = False, callbacks: list[Any] | None = None) -> dict[str, Any]:
     """The toy study as a plain Optuna script (TPE, median pruner, SQLite): seconds and pruned trials."""
+    import runpy
+
     import optuna
 
-    toy = toy_objective()
+    toy = runpy.run_path(str(TOY))["objective"]  # tests/ is no package
     optuna.logging.set_verbosity(optuna.logging.ERROR)
 
     def objective(trial: optuna.Trial) -> float:

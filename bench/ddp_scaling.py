@@ -60,7 +60,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--epochs", type=int, default=GPU_CONFIG["epochs"], help="epochs per run (the first is left out)")
     p.add_argument("--repeats", type=int, default=2, help="runs of each size, interleaved")
     args = p.parse_args(argv)
-    started = time.perf_counter()
     gpu = None
     if args.smoke:
         config, sizes, args.repeats = SMOKE_CONFIG, [2], 1
@@ -79,17 +78,14 @@ def main(argv: list[str] | None = None) -> None:
     rows = [[n, f"{speed[n]:,.0f}", f"{ratio(speed[n], speed['1']):.2f}", f"{ratio(speed[n], speed['1']) / int(n):.2f}"] for n in runs]
     top = str(max(int(n) for n in runs))
     write_result(
-        args.out,
+        args,
         "ddp_scaling",
         "DDP scaling: samples/s on 1 vs N GPUs",
         headline=f"{top} {'processes' if args.smoke else 'GPUs'}: {ratio(speed[top], speed['1']):.2f}x the samples/s of 1 ({ratio(speed[top], speed['1']) / int(top):.0%} efficiency)",
-        smoke=args.smoke,
         goal="(no target) training samples/s with N GPUs over 1 GPU, batch per GPU fixed",
-        goal_met=None,
         figures={"gpu": gpu, "config": config, "repeats": args.repeats, "samples_per_s": speed, "runs": runs},
         table={"columns": ["GPUs" if not args.smoke else "processes", "samples/s", "speedup", "efficiency"], "rows": rows},
         notes=["Weak scaling: batch_size 256 per GPU, so N GPUs train on an N-times batch per step (lr not scaled)."],
-        started=started,
     )
 
 

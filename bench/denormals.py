@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 from typing import Any
 
 from bench.common import BENCH_SPEC, PAIR_COLUMNS, ROOT, key_pairs, parser, write_result
@@ -62,7 +61,6 @@ def corner(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> None:
     args = parser(__doc__).parse_args(argv)
-    started = time.perf_counter()
     run = key_pairs(KEY, "corner", corner, args.smoke)
     per = run["random"]["per"] + run["corner"]["per"]
     rand, corn = run["random"]["figures"], run["corner"]["figures"]
@@ -77,21 +75,17 @@ def main(argv: list[str] | None = None) -> None:
         "per_config": per,
     }
     write_result(
-        args.out,
+        args,
         "denormals",
         "Subnormal floats on CPU: flush_denormal off vs on",
         headline=f"flush_denormal on: {corn['ratio_total_on_to_off']:.2f}x the seconds of off on {corn['configs']} AdamW configs "
         f"with a low beta2 at batch 32, {rand['ratio_total_on_to_off']:.2f}x on {rand['configs']} random configs of the "
         f"Fashion-MNIST space; val_acc the same within 2 images in {same} of {len(per)}",
-        smoke=args.smoke,
         goal=f"flush on: ≤ {GOAL:g}x the total seconds of off on the corner configs, ≤ {NOT_SLOWER:g}x on random ones, "
         "val_acc within 2 images of 5,000 per config",
-        goal_met=(corn["ratio_total_on_to_off"] <= GOAL and rand["ratio_total_on_to_off"] <= NOT_SLOWER and same == len(per))
-        if not args.smoke
-        else None,
+        goal_met=corn["ratio_total_on_to_off"] <= GOAL and rand["ratio_total_on_to_off"] <= NOT_SLOWER and same == len(per),
         figures=figures,
         table={"columns": PAIR_COLUMNS, "rows": run["rows"]},
-        started=started,
     )
 
 

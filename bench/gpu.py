@@ -160,7 +160,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--profile-steps", type=int, default=10)
     p.add_argument("--model", default="resnet18")
     args = p.parse_args(argv)
-    started = time.perf_counter()
 
     import torch
 
@@ -240,20 +239,17 @@ def main(argv: list[str] | None = None) -> None:
     best = results[fastest]
     headline = f"fastest {fastest}: {best['samples_per_s']:.0f} samples/s" + (f", MFU {100 * best['mfu']:.0f}%" if best["mfu"] else "")
     write_result(
-        args.out,
+        args,
         "gpu",
         f"GPU training step ({args.model}, synthetic 3x32x32, batch {args.batch_size})",
         headline=headline,
-        smoke=args.smoke,
         goal="(no target) samples/s, GPU-busy share and MFU per setting",
-        goal_met=None,
         figures=figures,
         table={
             "columns": ["amp", "channels_last", "compile", "samples/s", "ms/step", "GPU busy", "TFLOP/s", "MFU", "compile s"],
             "rows": rows,
         },
         notes=notes,
-        started=started,
     )
 
 

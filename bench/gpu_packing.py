@@ -71,7 +71,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=2, help="runs of each variant, interleaved")
     p.add_argument("--max", type=int, default=4, help="resources.trials_per_gpu_max for auto (the spec's default is 4)")
     args = p.parse_args(argv)
-    started = time.perf_counter()
     gpu = None
     if not args.smoke:
         import torch
@@ -100,13 +99,11 @@ def main(argv: list[str] | None = None) -> None:
         for m, rs in runs.items()
     ]
     write_result(
-        args.out,
+        args,
         "gpu_packing",
         "GPU packing: auto vs one trial per GPU",
         headline=f"auto: {speedup:.2f}x the trials per hour of 1 per GPU (up to {most} slots per GPU)",
-        smoke=args.smoke,
         goal="(no target) trials per hour, auto vs 1 per GPU",
-        goal_met=None,
         figures={
             "gpu": gpu,
             "trials": args.trials,
@@ -121,7 +118,6 @@ def main(argv: list[str] | None = None) -> None:
             "Medians over the repeats; wall time includes process starts and dataset loading, as a user waits for them.",
             "Pruning off (pruner.name=none): every trial trains its full epochs, so trials per hour compares like with like.",
         ],
-        started=started,
     )
 
 

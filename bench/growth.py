@@ -3,11 +3,13 @@
 One study of `--trials` trivial trials (tests/fixtures/toy.py, 3 epochs, TPE + median
 pruner, default SQLite storage) runs in-process; the trial loop's step hook
 (`work(steps=...)`) splits each trial's wall time into: claim (lock, liveness check, count,
-study.ask), sampler (Optuna TPE through Space.suggest, then the config, identity and first beat in one commit), pruner
-(trial.report + should_prune), reporter (TensorBoard events, history), trial attributes,
-tell, progress (counts and best so far, read from storage) and the rest. A hand-written Optuna
-script on the same space, sampler and pruner runs the same number of trials for comparison,
-each run in a fresh interpreter, interleaved (hpsearch, Optuna) per repeat.
+study.ask), sampler (Optuna TPE through Space.suggest, then the config, identity and first
+beat in one commit), pruner (trial.report + should_prune), reporter (TensorBoard events,
+history), trial attributes (the outcome's, one commit, and the HParams summary), tell (and the
+heartbeat thread's end), progress (counts and best so far, read from storage) and the rest. A
+hand-written Optuna script on the same space, sampler and pruner runs the same number of trials
+for comparison, each run in a fresh interpreter. Per window of 50 trials: the median gap between
+consecutive trial ends, and the split as mean ms per trial.
 
     .venv/bin/python -m bench.growth                       # 1000 trials, windows at 100 and 950
     .venv/bin/python -m bench.growth --smoke
@@ -46,15 +48,8 @@ class Clock:
 
     def split(self, number: int) -> dict[str, float]:
         r = self.raw[number]
-        parts = {
-            "claim": r["claim"],  # file lock, liveness check when trials run, count, study.ask
-            "sampler": r["suggest"],  # Optuna TPE through Space.suggest, then config + identity + first beat in one commit
-            "pruner": r["prune"],  # trial.report + should_prune
-            "reporter": r["objective"] - r["prune"],  # TensorBoard events and history (the toy objective takes microseconds)
-            "trial_attrs": r["record"],  # the outcome's attributes, one commit, and the HParams summary
-            "tell": r["tell"],  # study.tell and the heartbeat thread's end
-            "progress": r["refresh"],  # counts and best so far, read from storage
-        }
+        parts = {"claim": r["claim"], "sampler": r["suggest"], "pruner": r["prune"], "trial_attrs": r["record"], "tell": r["tell"]}
+        parts |= {"reporter": r["objective"] - r["prune"], "progress": r["refresh"]}  # the toy objective itself takes microseconds
         parts["other"] = r["trial"] - sum(parts.values())
         return parts
 
@@ -113,21 +108,19 @@ def window_split(split: dict[int, dict[str, float]], lo: int, hi: int) -> dict[s
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__)
     p.add_argument("--trials", type=int, default=1000)
-    p.add_argument("--window", type=int, default=50, help="trials per measuring window")
-    p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--child", choices=["hpsearch", "optuna"], help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child, args.trials)))
         return
-    started = time.perf_counter()
+    window = 4 if args.smoke else 50  # trials per measuring window
     if args.smoke:
-        args.trials, args.window = 12, 4
-    small, large = (args.trials // 10, args.trials - args.window)  # the windows start at ~10% and at the end
-    windows = {f"{small}": (small, small + args.window), f"{large}": (large, args.trials)}
-    runs = interleave({name: (lambda r, name=name: from_child(name, args.trials)) for name in ("hpsearch", "optuna")}, args.repeats)
+        args.trials = 12
+    small, large = (args.trials // 10, args.trials - window)  # the windows start at ~10% and at the end
+    windows = {f"{small}": (small, small + window), f"{large}": (large, args.trials)}
+    runs = interleave({name: (lambda r, name=name: from_child(name, args.trials)) for name in ("hpsearch", "optuna")}, 1)
 
-    figures: dict[str, Any] = {"trials": args.trials, "window": args.window, "repeats": args.repeats}
+    figures: dict[str, Any] = {"trials": args.trials, "window": window}
     rows = []
     for label, (lo, hi) in windows.items():
         hp = median([window_ms(m["intervals"], lo, hi) for m in runs["hpsearch"]])
@@ -143,32 +136,19 @@ def main(argv: list[str] | None = None) -> None:
     a, b = (figures[f"at_{k}"]["hpsearch_ms_per_trial"] for k in windows)
     figures["growth_ratio"] = ratio(b, a)
     last = figures[f"at_{large}"]["split_ms"]
-    hp_own = sum(last[c] for c in ("claim", "reporter", "trial_attrs", "tell", "progress", "other"))
-    notes = [
-        (
-            f"Per-trial wall time grows {figures['growth_ratio']:.1f}x from ~{small} to ~{large} trials; "
-            f"at ~{large} trials the sampler takes {last['sampler']:.0f} ms and hpsearch's own steps "
-            f"(claim, reporter, trial attributes, tell, progress, other) {hp_own:.0f} ms of {b:.0f} ms."
-        ),
-        "Windows: median of the gaps between consecutive trial ends (ms); split columns: mean ms per trial.",
-    ]
     ops = [figures[f"at_{k}"]["optuna_ms_per_trial"] for k in windows]
     headline = (
         f"{a:.0f} ms per trial at ~{small} trials, {b:.0f} ms at ~{large} "
         f"(Optuna script: {ops[0]:.0f} and {ops[1]:.0f} ms); sampler {last['sampler']:.0f} ms of it at ~{large}"
     )
     write_result(
-        args.out,
+        args,
         "growth",
         "Growth: overhead per trial at ~100 and ~1,000 trials",
         headline=headline,
-        smoke=args.smoke,
         goal="(no target) report the overhead per trial and where it goes",
-        goal_met=None,
         figures=figures,
         table={"columns": ["window", "hpsearch ms/trial", "Optuna script ms/trial", "ratio", *CATEGORIES], "rows": rows},
-        notes=notes,
-        started=started,
     )
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -62,15 +61,9 @@ def ray_child(trials: int) -> dict[str, Any]:
             tune.report(metrics)
 
     def trainable(config: dict[str, Any]) -> None:
-        import importlib.util  # runs in a Ray worker process, where bench is not importable
+        import runpy  # in a Ray worker process, where bench is not importable
 
-        spec = importlib.util.spec_from_file_location("toy", toy_path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        toy = module.objective
-
-        toy(config, Reporter())
+        runpy.run_path(toy_path)["objective"](config, Reporter())
 
     space = {
         "lr": tune.loguniform(1e-4, 1.0),
@@ -130,7 +123,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         print(json.dumps(child(args.child, args.trials)))
         return
-    started = time.perf_counter()
     args.ray_trials, args.repeats = RAY_TRIALS, REPEATS
     if args.smoke:
         args.trials, args.ray_trials, args.repeats = 3, 0, 1
@@ -143,10 +135,10 @@ def main(argv: list[str] | None = None) -> None:
     runs = interleave(variants, args.repeats)
     with tempfile.TemporaryDirectory() as tmp:
         startup = cli_startup(Path(tmp))
-    report(args, runs, startup, started)
+    report(args, runs, startup)
 
 
-def report(args: Any, runs: dict[str, list[dict[str, Any]]], startup: dict[str, float], started: float) -> None:
+def report(args: Any, runs: dict[str, list[dict[str, Any]]], startup: dict[str, float]) -> None:
     wall = {k: median([m["wall_s"] for m in v]) for k, v in runs.items() if k != "ray"}
     per_trial = {k: median([m["per_trial_ms"] for m in v]) for k, v in runs.items()}
     hp_trial = per_trial["hpsearch"]
@@ -200,16 +192,14 @@ def report(args: Any, runs: dict[str, list[dict[str, Any]]], startup: dict[str, 
     if "ray" in runs:
         headline += f"; Ray Tune's per-trial overhead {figures['ray_over_hpsearch_per_trial']:.0f}x hpsearch's"
     write_result(
-        args.out,
+        args,
         "orchestration",
         "Orchestration overhead (trivial objective)",
         headline=headline,
-        smoke=args.smoke,
         goal="hpsearch wall ≤ 1.25× the raw Optuna script; ≥ 10× less per-trial overhead than Ray Tune's defaults",
-        goal_met=goal_met if not args.smoke else None,
+        goal_met=goal_met,
         figures=figures,
         table={"columns": ["runner", "trials", "wall s (median)", "ms per trial", "hpsearch / runner"], "rows": rows},
-        started=started,
     )
 
 

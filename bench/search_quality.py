@@ -72,7 +72,6 @@ def plot(traces: dict[Any, Any], tasks: list[str], methods: list[str], budget: i
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tier", choices=list(TIERS), default="synthetic")
-    p.add_argument("--tasks", nargs="+", help="default: every task of the tier")
     p.add_argument("--methods", nargs="+", default=None, help="default: every method of bench/quality/registry.py installed here")
     p.add_argument("--seeds", type=seeds_arg, default=range(200, 400), help="A:B, half-open (0-199 chose the defaults)")
     p.add_argument("--budget", type=int, nargs="+", default=[72, 144, 288], help="epochs (6 per full trial)")
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--smoke", action="store_true", help="2 tasks, 3 methods, 3 seeds, budget 24 (seconds)")
     p.add_argument("--out", type=Path, help="with --smoke: folder for search_quality.json")
     args = p.parse_args(argv)
-    tasks = args.tasks or TIERS[args.tier]
+    tasks = TIERS[args.tier]
     found = available()
     methods = args.methods or list(found)
     if args.smoke:

@@ -39,9 +39,7 @@ def regret_at(trace: Trace, epochs: int, ref: tuple[float, float], direction: st
 
 def pruned_at(trace: Trace, epochs: int) -> int:
     """Epochs spent in pruned trials by the time ``epochs`` were spent (a run read at a smaller
-    budget than it ran to; traces without the per-trial record give their total)."""
-    if not trace.pruned:
-        return min(trace.pruned_epochs, epochs)
+    budget than it ran to)."""
     done = [p for s, p in zip(trace.spent, trace.pruned, strict=True) if s <= epochs]
     return done[-1] if done else 0
 
