@@ -56,6 +56,3 @@ def one_torch_thread():
     yield
     torch.set_num_threads(before)
 
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: trains a real model for several seconds; deselect with -m 'not slow'")
