@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Self
 
@@ -114,11 +114,11 @@ def ratio(a: float, b: float) -> float:
     return a / b if b else float("nan")
 
 
-def interleave(variants: dict[str, Callable[[int], dict[str, Any]]], repeats: int) -> dict[str, list[dict[str, Any]]]:
+def interleave(variants: Mapping[str, Callable[..., dict[str, Any]]], repeats: int) -> dict[str, list[dict[str, Any]]]:
     """Run variant A, B, ..., A, B, ... `repeats` times; fn(repeat) -> measurements."""
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     for r in range(repeats):
-        order = list(variants) if r % 2 == 0 else list(reversed(variants))  # neither always goes first
+        order = list(variants) if r % 2 == 0 else list(variants)[::-1]  # neither always goes first
         for name in order:
             runs[name].append(variants[name](r))
             brief = ", ".join(
@@ -179,7 +179,7 @@ def write_result(
         "notes": notes or [],
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{name}.json"
+    path: Path = args.out / f"{name}.json"
     path.write_text(json.dumps(result, indent=2, default=lambda v: v.item() if hasattr(v, "item") else str(v)) + "\n")
     print(f"wrote {path}")
     return path
@@ -331,7 +331,7 @@ def run_optuna(trials: int, wal: bool = False, callbacks: list[Any] | None = Non
             config["momentum"] = trial.suggest_float("optimizer.sgd.momentum", 0.5, 0.99)
         else:
             config["beta1"] = trial.suggest_float("optimizer.adamw.beta1", 0.8, 0.95)
-        return toy(config, _OptunaReporter(trial))["val_acc"]
+        return float(toy(config, _OptunaReporter(trial))["val_acc"])
 
     with tempfile.TemporaryDirectory() as tmp:
         if wal:

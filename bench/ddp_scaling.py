@@ -85,7 +85,6 @@ def main(argv: list[str] | None = None) -> None:
         goal="(no target) training samples/s with N GPUs over 1 GPU, batch per GPU fixed",
         figures={"gpu": gpu, "config": config, "repeats": args.repeats, "samples_per_s": speed, "runs": runs},
         table={"columns": ["GPUs" if not args.smoke else "processes", "samples/s", "speedup", "efficiency"], "rows": rows},
-        notes=["Weak scaling: batch_size 256 per GPU, so N GPUs train on an N-times batch per step (lr not scaled)."],
     )
 
 

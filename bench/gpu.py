@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from bench.common import parser, write_result
@@ -91,7 +91,7 @@ def busy_fraction(run_steps: Any, device: Any) -> float | None:
     intervals = sorted(
         (e.time_range.start, e.time_range.end)
         for e in prof.events()
-        if e.device_type == torch.autograd.DeviceType.CUDA and e.time_range.end > e.time_range.start
+        if e.device_type == torch.profiler.DeviceType.CUDA and e.time_range.end > e.time_range.start
     )
     busy, end = 0.0, float("-inf")
     for a, b in intervals:
@@ -115,7 +115,7 @@ def measure(cfg: dict[str, Any], device: Any, steps: int, warmup: int, profile_s
     if cfg["channels_last"]:
         raw = raw.to(memory_format=torch.channels_last)
         data.transform.channels_last = True
-    model = torch.compile(raw) if cfg["compile"] else raw
+    model: Any = torch.compile(raw) if cfg["compile"] else raw
     optimizer = build_optimizer(raw, cfg, device)
     dtype = amp_dtype(cfg["amp"], device)
     scaler = grad_scaler(device, dtype)
@@ -123,7 +123,7 @@ def measure(cfg: dict[str, Any], device: Any, steps: int, warmup: int, profile_s
 
     def run(n: int) -> float:
         """n optimizer steps; seconds of wall time, synchronized at the ends only."""
-        sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        sync: Callable[[], None] = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         sync()
         start = time.perf_counter()
         result = train_epoch(model, itertools.islice(batches, n), optimizer, None, dtype=dtype, scaler=scaler, check_every=0)

@@ -114,10 +114,6 @@ def main(argv: list[str] | None = None) -> None:
             "runs": runs,
         },
         table={"columns": ["trials_per_gpu", "wall s", "trials/h", "epochs/h", "most slots per GPU", "OOM retries"], "rows": rows},
-        notes=[
-            "Medians over the repeats; wall time includes process starts and dataset loading, as a user waits for them.",
-            "Pruning off (pruner.name=none): every trial trains its full epochs, so trials per hour compares like with like.",
-        ],
     )
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bench.common import Timer, interleave, median, parser, ratio, write_result
@@ -137,8 +138,9 @@ def textbook_loaders(config: dict[str, Any], workers: int) -> tuple[Any, Any, in
     train_tf = transforms.Compose([*crop, transforms.ToTensor(), normalize])
     val_tf = transforms.Compose([transforms.ToTensor(), normalize])
     bs = config["batch_size"]
-    train_loader = torch.utils.data.DataLoader(PilDataset(train, train_tf), batch_size=bs, shuffle=True, num_workers=workers)
-    val_loader = torch.utils.data.DataLoader(PilDataset(val, val_tf), batch_size=bs, shuffle=False, num_workers=workers)
+    loader: Any = torch.utils.data.DataLoader  # PilDataset is a map-style dataset by protocol, not by class
+    train_loader = loader(PilDataset(train, train_tf), batch_size=bs, shuffle=True, num_workers=workers)
+    val_loader = loader(PilDataset(val, val_tf), batch_size=bs, shuffle=False, num_workers=workers)
     return train_loader, val_loader, splits.num_classes, splits.image_shape
 
 
@@ -201,9 +203,9 @@ def data_only(config: dict[str, Any], workers: int) -> dict[str, float]:
     return {"textbook_data_s": tb.s, "hpsearch_data_s": hp.s, "train_images": len(train_loader.dataset)}
 
 
-def variants_for(configs: list[dict[str, Any]], model: str, workers: list[int]) -> dict[str, Any]:
+def variants_for(configs: list[dict[str, Any]], model: str, workers: list[int]) -> dict[str, Callable[..., dict[str, Any]]]:
     """name -> fn(repeat) running configs[repeat] in that variant."""
-    variants = {"hpsearch": lambda r: run_hpsearch(configs[r])}
+    variants: dict[str, Callable[..., dict[str, Any]]] = {"hpsearch": lambda r: run_hpsearch(configs[r])}
     if model != "mlp":  # the objective's default puts convnets in channels_last; this shows what that buys
         variants["hpsearch_nchw"] = lambda r: run_hpsearch({**configs[r], "channels_last": False})
     for w in workers:

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +75,7 @@ def ray_child(trials: int) -> dict[str, Any]:
     }
     with tempfile.TemporaryDirectory() as tmp:
         with Timer() as init:
-            ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+            ray.init(address="local", include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         with Timer() as fit:
             tuner = tune.Tuner(
                 trainable,
@@ -82,7 +84,7 @@ def ray_child(trials: int) -> dict[str, Any]:
                 run_config=tune.RunConfig(storage_path=tmp, verbose=0),
             )
             results = tuner.fit()
-        done = sum(r.error is None for r in results)
+        done = len(results) - results.num_errors
         with Timer() as stop:
             ray.shutdown()
     return {"import_s": imp.s, "init_s": init.s, "fit_s": fit.s, "shutdown_s": stop.s, "completed": done}
@@ -127,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.smoke:
         args.trials, args.ray_trials, args.repeats = 3, 0, 1
     names = ("hpsearch", "optuna") if args.smoke else ("hpsearch", "optuna", "optuna_wal")  # smoke: seconds, not figures
-    variants = {
+    variants: dict[str, Callable[..., dict[str, Any]]] = {
         name: (lambda r, name=name: run_hpsearch(args.trials) if name == "hpsearch" else run_script(name, args.trials)) for name in names
     }
     if args.ray_trials:

@@ -43,8 +43,8 @@ def steady_rate(folder: Path, study: str) -> float:
     import optuna
 
     loaded = optuna.load_study(study_name=study, storage=f"sqlite:///{folder / study / 'study.db'}")
-    done = [t for t in loaded.get_trials(deepcopy=False) if t.datetime_complete is not None]
-    span = (max(t.datetime_complete for t in done) - min(t.datetime_start for t in done)).total_seconds() if done else 0.0
+    done = [(t.datetime_start, t.datetime_complete) for t in loaded.get_trials(deepcopy=False) if t.datetime_start and t.datetime_complete]
+    span = (max(end for _, end in done) - min(start for start, _ in done)).total_seconds() if done else 0.0
     return 3600 * len(done) / span if span > 0 else float("nan")
 
 

@@ -97,21 +97,15 @@ def _worker_init() -> None:
     torch.set_num_threads(1)
 
 
-def _objective() -> Any:
-    """The built-in objective, imported from the checkout (hpsearch.objectives exists only when
-    installed; the checkout's objectives/ package is the same file)."""
-    from objectives.image_classification import train
-
-    return train
-
-
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
+    from objectives.image_classification import train  # the checkout's: hpsearch.objectives exists only where installed
+
     config = {**job["fixed"], **job["config"], "seed": job["seed"], "threads": 1}
     recorder = Recorder()
     t0 = time.perf_counter()
     row: dict[str, Any] = {k: job[k] for k in ("id", "set", "seed")} | {"config": job["config"]}
     try:
-        out = _objective()(config, recorder)
+        out = train(config, recorder)
         row["final"] = {k: float(v) for k, v in out.items()}
     except Exception as exc:  # a diverging config is data too: its curve so far and the reason
         row["error"] = f"{type(exc).__name__}: {exc}"[:300]
@@ -139,7 +133,6 @@ def jobs_for(configs: list[dict[str, Any]], held_out: list[dict[str, Any]], fixe
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--spec", type=Path, default=SPEC)
     p.add_argument("--n", type=int, default=448, help="table configs")
     p.add_argument("--m", type=int, default=48, help="held-out configs")
     p.add_argument("--data-root", default=None, help="folder holding fashion-mnist/ (default: the spec's data_root)")
@@ -151,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = "1"
 
-    fixed, space = load_spec(args.spec)
+    fixed, space = load_spec(SPEC)
     fixed.pop("threads", None)
     if args.data_root:
         fixed["data_root"] = args.data_root
@@ -187,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
             elapsed = time.perf_counter() - t0
             print(f"{done}/{len(jobs)} rows ({failed} failed), {elapsed:.0f} s", flush=True)
     meta = {
-        "spec": str(args.spec.relative_to(ROOT)) if args.spec.is_relative_to(ROOT) else str(args.spec),
+        "spec": str(SPEC.relative_to(ROOT)),
         "fixed": fixed,
         "n": n,
         "m": m,

@@ -24,13 +24,10 @@ from bench.quality.methods import Trace
 from bench.quality.registry import METHODS, make_task
 from bench.quality.tasks import Task
 
-_TASKS: dict[str, Task] = {}  # one per process: a task's reference and surrogate are built once
 
-
+@functools.cache  # one per process: a task's reference and surrogate are built once
 def _task(name: str) -> Task:
-    if name not in _TASKS:
-        _TASKS[name] = make_task(name)
-    return _TASKS[name]
+    return make_task(name)
 
 
 def _one(job: tuple[str, str, int, int]) -> tuple[tuple[str, str, int, int], dict[str, Any]]:
@@ -66,7 +63,7 @@ def jobs_for(tasks: list[str], methods: list[str], budgets: list[int], seeds: ra
     return jobs
 
 
-def run(tasks: list[str], methods: list[str], budgets: list[int], seeds: range, jobs: int, progress: bool = True) -> dict[Any, Trace]:
+def run(tasks: list[str], methods: list[str], budgets: list[int], seeds: range, jobs: int) -> dict[Any, Trace]:
     """Every search; key (task, method, budget it ran at, seed) -> Trace."""
     todo = jobs_for(tasks, methods, budgets, seeds)
     for name in tasks:  # references once, in the parent (random draws: a few seconds per task)
@@ -76,7 +73,7 @@ def run(tasks: list[str], methods: list[str], budgets: list[int], seeds: range, 
     with ProcessPoolExecutor(jobs) as pool:
         for i, (job, trace) in enumerate(pool.map(_one, todo, chunksize=4), start=1):
             out[job] = Trace(**trace)
-            if progress and (i % max(1, len(todo) // 20) == 0 or i == len(todo)):
+            if i % max(1, len(todo) // 20) == 0 or i == len(todo):
                 print(f"  {i}/{len(todo)} searches, {time.perf_counter() - t0:.0f} s", flush=True)
     return out
 
@@ -85,12 +82,10 @@ def trace_for(traces: dict[Any, Trace], task: str, method: str, budget: int, see
     return traces[(task, method, run_budget(task, method, budget, budgets), seed)]
 
 
-def summarise(
-    traces: dict[Any, Trace], tasks: list[str], methods: list[str], budgets: list[int], seeds: range, reference: str = "optuna_default"
-) -> dict[str, Any]:
+def summarise(traces: dict[Any, Trace], tasks: list[str], methods: list[str], budgets: list[int], seeds: range) -> dict[str, Any]:
     """Per task, budget and method: median regret with its 95 % band, ERT speed-ups over random
-    to random's final median (and its final 25th percentile), paired wins against ``reference``,
-    epochs in pruned trials and sampler seconds per trial."""
+    to random's final median (and its final 25th percentile), paired wins against Optuna's
+    defaults, epochs in pruned trials and sampler seconds per trial."""
     rng = np.random.default_rng(0)
     result: dict[str, Any] = {}
     for task_name in tasks:
@@ -128,8 +123,8 @@ def summarise(
                     row[f"ert_{label}"] = mine
                     row[f"ert_speedup_vs_random_{label}"] = base / mine if math.isfinite(mine) and mine > 0 else 0.0
                 row["ert_speedup_vs_random"] = row.get("ert_speedup_vs_random_random_median")
-                if reference in methods and method != reference:
-                    other = [at(reference, s) for s in seeds]
+                if "optuna_default" in methods and method != "optuna_default":
+                    other = [at("optuna_default", s) for s in seeds]
                     p = stats.paired(list(regrets), other)
                     row["win_rate_vs_optuna_default"], row["wilcoxon_p"] = p["win_rate"], p["wilcoxon_p"]
                     row["median_regret_diff_vs_optuna_default"] = p["median_diff"]

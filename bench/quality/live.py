@@ -35,7 +35,7 @@ class LiveCurve:
     ``[-1]`` trains to the end, ``close()`` stops the training where it is."""
 
     def __init__(self, config: dict[str, Any]) -> None:
-        self.config, self.values = config, []
+        self.config, self.values = config, list[float]()
         self._out: queue.Queue[float | None] = queue.Queue()
         self._go = threading.Semaphore(0)
         self._stop, self._done = False, False

@@ -32,6 +32,12 @@ class Trace:
     trials: int = 0
     sampler_s: float = 0.0
 
+    def record(self, spent: int, incumbent: float) -> None:
+        """A trial finished with ``spent`` epochs spent in all."""
+        self.spent.append(spent)
+        self.incumbent.append(incumbent)
+        self.pruned.append(self.pruned_epochs)
+
 
 Method = Callable[[Task, int, int], Trace]
 
@@ -102,9 +108,7 @@ def optuna_search(task: Task, budget: int, seed: int, sampler: Any, pruner: Any,
         own += clock() - t
         if state == "cut":
             break
-        trace.spent.append(spent)
-        trace.incumbent.append(best.true)
-        trace.pruned.append(trace.pruned_epochs)
+        trace.record(spent, best.true)
     trace.sampler_s = own
     return trace
 
@@ -223,19 +227,17 @@ def hpsearch_warm(task: Task, budget: int, seed: int) -> Trace:
     import io
     import tempfile
 
-    import optuna
-
     from hpsearch.study.open import build_pruner, build_sampler, open_study
 
-    quiet_optuna()
+    optuna = quiet_optuna()
     with tempfile.TemporaryDirectory() as folder:
         url = f"sqlite:///{folder}/source.db"
         cheap = Fidelity(task, SOURCE_FIDELITY)
-        source_spec = hpsearch_spec(cheap, SOURCE_EPOCHS, seed + 1_000_003)  # type: ignore[arg-type]
+        source_spec = hpsearch_spec(cheap, SOURCE_EPOCHS, seed + 1_000_003)
         source = optuna.create_study(
             storage=url, study_name="source", direction=task.direction, sampler=build_sampler(source_spec), pruner=build_pruner(source_spec)
         )
-        optuna_search(cheap, SOURCE_EPOCHS, seed + 1_000_003, None, None, study=source)  # type: ignore[arg-type]
+        optuna_search(cheap, SOURCE_EPOCHS, seed + 1_000_003, None, None, study=source)
         spec = hpsearch_spec(task, budget - SOURCE_EPOCHS, seed, warm_start={"study": "source", "storage": url, "top": 2})
         with contextlib.redirect_stdout(io.StringIO()):  # its "imported N trials" line, once per search
             study = open_study(spec, storage=optuna.storages.InMemoryStorage())

@@ -32,6 +32,7 @@ def configspace(task: Task, seed: int) -> Any:
     made: dict[str, Any] = {}
     conditions = []
     for path, p in tree.parameters():
+        hp: Any
         if isinstance(p, Const):
             continue
         if isinstance(p, HFloat):
@@ -64,7 +65,8 @@ def flat_config(tree: Any, values: dict[str, Any]) -> dict[str, Any]:
             if isinstance(p, Choice):
                 v = next(o for o in p.options if str(o) == v)
             params[path] = v
-    return tree.config_from_params(params)
+    config: dict[str, Any] = tree.config_from_params(params)
+    return config
 
 
 def _run(task: Task, budget: int, seed: int, ask: Any, tell: Any) -> Trace:
@@ -88,9 +90,7 @@ def _run(task: Task, budget: int, seed: int, ask: Any, tell: Any) -> Trace:
         t = time.perf_counter()
         tell(token, sign * values[-1], epochs)
         own += time.perf_counter() - t
-        trace.spent.append(spent)
-        trace.incumbent.append(best.true)
-        trace.pruned.append(trace.pruned_epochs)
+        trace.record(spent, best.true)
     trace.sampler_s = own
     return trace
 

@@ -183,7 +183,7 @@ def ray_bohb(task: Task, budget: int, seed: int) -> Trace:
     clock = time.perf_counter
 
     def new_trial(trial_id: str) -> _BohbTrial:
-        return _BohbTrial(trial_id, flat_config(tree, searcher.suggest(trial_id)), seed * 100_003 + int(trial_id))
+        return _BohbTrial(trial_id, flat_config(tree, searcher.suggest(trial_id) or {}), seed * 100_003 + int(trial_id))
 
     def on_stop(trial: _BohbTrial) -> None:
         if trial.epochs < task.max_epochs:
@@ -198,7 +198,9 @@ def ray_bohb(task: Task, budget: int, seed: int) -> Trace:
             warnings.simplefilter("ignore", category)
         t0 = clock()
         searcher = TuneBOHB(space=cs, metric=METRIC, mode=mode, seed=seed)
-        scheduler = HyperBandForBOHB(time_attr="epoch", metric=METRIC, mode=mode, max_t=task.max_epochs)
+        scheduler: Any = HyperBandForBOHB(
+            time_attr="epoch", metric=METRIC, mode=mode, max_t=task.max_epochs
+        )  # typed for Tune's own controller
         ctl = _BohbController(scheduler, searcher, new_trial, on_stop)
         own = clock() - t0
         try:
@@ -232,9 +234,7 @@ def ray_bohb(task: Task, budget: int, seed: int) -> Trace:
                     ctl.stop_trial(trial)
                 own += clock() - t
                 if trial.epochs > start:
-                    trace.spent.append(spent)
-                    trace.incumbent.append(best.true)
-                    trace.pruned.append(trace.pruned_epochs)
+                    trace.record(spent, best.true)
         finally:
             np.random.set_state(state)
     trace.sampler_s = own

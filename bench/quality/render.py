@@ -104,7 +104,7 @@ def goals(
 
 def merge(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
     """``base`` with ``other``'s methods added (same tier and seeds; methods base has win)."""
-    out = json.loads(json.dumps(base))
+    out: dict[str, Any] = json.loads(json.dumps(base))
     for task, t in other["tasks"].items():
         for budget, b in t["budgets"].items():
             into = out["tasks"].setdefault(task, t)["budgets"].setdefault(budget, {"targets": b["targets"], "methods": {}})
@@ -183,25 +183,15 @@ def summary(named: dict[str, dict[str, Any]], goal_lines: list[str]) -> dict[str
     synthetic, table = named["synthetic"], named.get("table")
     ert = {b: [row(synthetic, t, b, "hpsearch")["ert_speedup_vs_random"] or 0.0 for t in MFH] for b in (72, 288)}  # type: ignore[index]
     opt = {b: [row(synthetic, t, b, "optuna_default")["ert_speedup_vs_random"] or 0.0 for t in MFH] for b in (72, 288)}  # type: ignore[index]
-    paired = named.get("paired_synthetic")
-    pooled = {b: pooled_paired(paired, MFH, b) for b in (72, 288)} if paired else {}
+    pooled = {b: pooled_paired(named["paired_synthetic"], MFH, b) for b in (72, 288)}
+    pooled_b = {b: pooled_paired(named["paired_table"], ["fashion_table"], b) for b in (72, 288)}
     tier_b = {b: (row(table, "fashion_table", b, "hpsearch") or {}).get("ert_speedup_vs_random") for b in (72, 144, 288)} if table else {}
     headline = (
         f"hpsearch defaults reach random's final median {min(ert[72]):.1f}-{max(ert[72]):.1f}x faster at 72 epochs "
         f"(Optuna's defaults {min(opt[72]):.1f}-{max(opt[72]):.1f}x), {min(ert[288]):.1f}-{max(ert[288]):.1f}x at 288; "
-        f"Tier B {min(v or 0 for v in tier_b.values()):.1f}-{max(v or 0 for v in tier_b.values()):.1f}x"
-        + (
-            f"; beat Optuna's defaults in {pooled[72]['win_rate']:.0%} / {pooled[288]['win_rate']:.0%} of "
-            f"{pooled[72]['n']} paired seeds (72 / 288 epochs)"
-            if pooled
-            else ""
-        )
-        + (
-            f"; Tier B {pooled_paired(named['paired_table'], ['fashion_table'], 72)['win_rate']:.0%} / "
-            f"{pooled_paired(named['paired_table'], ['fashion_table'], 288)['win_rate']:.0%} of 500"
-            if "paired_table" in named
-            else ""
-        )
+        f"Tier B {min(v or 0 for v in tier_b.values()):.1f}-{max(v or 0 for v in tier_b.values()):.1f}x; beat Optuna's defaults in "
+        f"{pooled[72]['win_rate']:.0%} / {pooled[288]['win_rate']:.0%} of {pooled[72]['n']} paired seeds (72 / 288 epochs); "
+        f"Tier B {pooled_b[72]['win_rate']:.0%} / {pooled_b[288]['win_rate']:.0%} of {pooled_b[72]['n']}"
     )
     met = [line for line in goal_lines if line.startswith("| ") and line.endswith("| met |")]
     return {

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,13 +25,21 @@ MAX_EPOCHS = 6
 MFH = [f"mfh{d}_{k}" for d in (3, 6) for k in ("good", "moderate", "bad", "terrible")]  # Tier A's Hartmann tasks
 
 
+class Curve(Protocol):
+    """A trial's observed metric per epoch: a list, or (Tier C) epochs trained as they are read."""
+
+    def __iter__(self) -> Iterator[float]: ...
+
+    def __getitem__(self, index: int) -> float: ...
+
+
 class Task(Protocol):
     name: str
     direction: str  # "minimize" or "maximize"
     max_epochs: int
     space: dict[str, Any]
 
-    def curve(self, config: dict[str, Any], epochs: int, seed: int) -> list[float]:
+    def curve(self, config: dict[str, Any], epochs: int, seed: int) -> Curve:
         """Observed metric after each epoch 1..epochs; deterministic in (config, seed)."""
         ...
 
