@@ -191,22 +191,15 @@ PAIR_COLUMNS = ["config", "what", "off s", "on s", "on / off", "val % off / on"]
 
 
 def pair_configs(n: int, seed: int, smoke: bool) -> list[dict[str, Any]]:
-    """``n`` configs of BENCH_SPEC's space drawn by Optuna's RandomSampler(seed), with its fixed values; training seed = index."""
-    import optuna
+    """``n`` configs of BENCH_SPEC's space as random search draws them (RandomSampler(seed)), with
+    its fixed values; the training seed is the config's index."""
+    import yaml
 
-    from hpsearch.spec.loader import load_spec
+    from bench.quality.tasks import random_configs
 
-    spec = load_spec(BENCH_SPEC, [])
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
+    spec = yaml.safe_load(BENCH_SPEC.read_text())
     tiny = {"train_subset": 256, "val_subset": 200, "epochs": 1} if smoke else {}
-    out = []
-    for i in range(n):
-        trial = study.ask()
-        spec.tree.suggest(trial)
-        study.tell(trial, 0.0)
-        out.append({**spec.fixed, **spec.tree.config_from_params(trial.params), **tiny, "seed": i})
-    return out
+    return [{**spec["fixed"], **config, **tiny, "seed": i} for i, config in enumerate(random_configs(spec["space"], n, seed))]
 
 
 def key_pairs(key: str, group: str, moved: Callable[[list[dict[str, Any]]], list[dict[str, Any]]], smoke: bool) -> dict[str, Any]:

@@ -40,12 +40,11 @@ def fashion(result: dict[str, Any], seeds: dict[str, Any]) -> str:
 def fill() -> dict[str, str]:
     named = R.classify([R.load(str(p)) for p in sorted(RESULTS.glob("search_quality_*.json"))])
     syn, tab = named["synthetic"], named["table"]
-    goals = R.goals(syn, tab, named.get("paired_synthetic"), named.get("paired_table"))
     cal = {p.name: R.load(str(p)) for p in sorted((RESULTS / "calibration").glob("*.json"))}
     second = {tier: cal[f"{tier}_attempt2_s0-{last}.json"] for tier, last in (("synthetic", 39), ("table", 99))}
     wins = "Calibration (seeds {}), median regret / paired wins against Optuna's defaults:\n\n{}"
     return {
-        "@@GOALS@@": "\n".join([goals, R.peers(named), R.live_goal(named["live"])]),
+        "@@GOALS@@": "\n".join([R.goals(named), R.peers(named), R.live_goal(named["live"])]),
         "@@FASHION@@": fashion(*(json.loads((RESULTS / f"{name}.json").read_text()) for name in ("fashion_spec", "fashion_seeds"))),
         "@@TIER_A@@": R.speedups(syn, list(syn["tasks"]), syn["methods"]) + "\n\n" + wins.format("0-39", R.wins_table(second["synthetic"])),
         "@@TIER_B@@": R.speedups(tab, list(tab["tasks"]), tab["methods"]) + "\n\n" + wins.format("0-99", R.wins_table(second["table"])),
