@@ -150,17 +150,11 @@ def report(args: Any, runs: dict[str, list[dict[str, Any]]], startup: dict[str, 
     figures: dict[str, Any] = {
         "trials": args.trials,
         "repeats": args.repeats,
-        "hpsearch_wall_s": wall["hpsearch"],
-        "optuna_wall_s": wall["optuna"],
-        "optuna_wal_wall_s": wall["optuna_wal"],
         "hpsearch_over_optuna": vs_optuna,
         "hpsearch_over_optuna_wal": vs_wal,
-        "hpsearch_ms_per_trial": hp_trial,
-        "optuna_ms_per_trial": per_trial["optuna"],
-        "optuna_wal_ms_per_trial": per_trial["optuna_wal"],
-        "cli_help_s": startup["help_s"],
-        "cli_run_1_trial_s": startup["run_1_trial_s"],
     }
+    figures |= {f"{k}_wall_s": wall[k] for k in wall} | {f"{k}_ms_per_trial": per_trial[k] for k in per_trial if k != "ray"}
+    figures |= {f"cli_{k}": v for k, v in startup.items()}  # cli_help_s, cli_run_1_trial_s
     labels = {
         "hpsearch": "`hpsearch run` (whole process)",
         "optuna": "Optuna script (SQLite defaults)",
@@ -187,12 +181,10 @@ def report(args: Any, runs: dict[str, list[dict[str, Any]]], startup: dict[str, 
             ]
         )
         goal_met = goal_met and figures["ray_over_hpsearch_per_trial"] >= 10
-    headline = (
-        f"hpsearch {vs_optuna:.2f}x the Optuna script's wall time ({vs_wal:.2f}x the script given hpsearch's "
-        f"SQLite settings; {hp_trial:.0f} ms per trial)"
+    headline = f"hpsearch {vs_optuna:.2f}x the Optuna script's wall time ({vs_wal:.2f}x the script given hpsearch's SQLite settings; "
+    headline += f"{hp_trial:.0f} ms per trial)" + (
+        f"; Ray Tune's per-trial overhead {ratio(per_trial['ray'], hp_trial):.0f}x hpsearch's" if "ray" in runs else ""
     )
-    if "ray" in runs:
-        headline += f"; Ray Tune's per-trial overhead {figures['ray_over_hpsearch_per_trial']:.0f}x hpsearch's"
     write_result(
         args,
         "orchestration",

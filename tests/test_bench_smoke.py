@@ -46,7 +46,9 @@ def bench():
 @pytest.mark.parametrize("name", list(FIGURES))
 def test_smoke_run_writes_its_result(bench, tmp_path, monkeypatch, name):
     monkeypatch.chdir(tmp_path)  # nothing may land in the working tree
+    committed = {p: p.stat().st_mtime_ns for p in (ROOT / "bench" / "results").rglob("*")}
     bench(name).main(["--smoke", "--out", str(tmp_path)])
+    assert {p: p.stat().st_mtime_ns for p in (ROOT / "bench" / "results").rglob("*")} == committed
     result = json.loads((tmp_path / f"{name}.json").read_text())
     assert KEYS <= set(result), KEYS - set(result)
     assert MACHINE_KEYS <= set(result["machine"])

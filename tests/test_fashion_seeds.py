@@ -1,4 +1,4 @@
-"""bench/fashion_seeds.py: the final run's goal is judged on the mean over training seeds, read
+"""bench.fashion_seeds: the final run's goal is judged on the mean over training seeds, read
 from the folders `hpsearch train` writes."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 bench/results/tier_b/table.jsonl.gz holds Sobol configs of bench/spaces/bench_fashion.yaml trained
 with the built-in objective (an MLP, 12,000 training and 5,000 validation images, 6 epochs),
-each with training seeds 0 and 1, every epoch's val_acc recorded (bench/tier_b_table.py), plus
+each with training seeds 0 and 1, every epoch's val_acc recorded (python -m bench.tier_b_table), plus
 held-out configs. The replay is a surrogate: a random forest per epoch fitted on the table's
 seed-mean curves predicts a config's mean curve; an observed curve adds Gaussian noise with the
 seed-to-seed standard deviation measured per epoch on the table's pairs (the better half of
