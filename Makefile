@@ -34,7 +34,7 @@ bench: venv
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	$(BIN)/pip install -q --no-deps 'dehb==0.1.2' loguru distributed  # DEHB pins numpy<2; runs on 2
 	$(BIN)/pip install -q 'hpbandster==0.7.4' || echo "hpbandster not installed (netifaces needs a C compiler): ray_bohb is skipped"  # TuneBOHB's model
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python -m bench.run_all
 
 clean:
 	rm -rf runs report site
