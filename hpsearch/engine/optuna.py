@@ -70,7 +70,7 @@ from hpsearch.trial.reporter import PruneHook, Reporter, ResumeHook
 from hpsearch.trial.run import FAILED, PRUNED, run_trial
 
 WAIT_S = 1.0  # a worker with nothing to claim looks again this often (a running trial may fail)
-StepHook = Callable[[str, int, float], None]  # (step, trial number, seconds): bench/growth.py times the loop with it
+StepHook = Callable[[str, int, float], None]  # (step, trial number, seconds): python -m bench.growth times the loop with it
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@ leaves unset, derived from what hpsearch knows before the first trial and Optuna
 budget in trials, the epochs of one trial (``fixed.epochs`` or ``pruner.max_epochs``) and the
 workers. Every value here is only a default; a key set in the spec wins.
 
-Chosen on the search-quality benchmark (bench/search_quality.py, Tier A seeds 0-39, reported on
+Chosen on the search-quality benchmark (python -m bench.search_quality, Tier A seeds 0-39, reported on
 fresh seeds; docs/benchmarks/search-quality.md). Two later attempts (Tier A seeds 0-99, Tier B
 0-199) found no candidate better on both tiers. The known weak spot: at a 12-trial budget the
 Fashion-MNIST space (categorical, conditional) does better with 10 start-up trials, the synthetic
