@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
 from hpsearch.base.errors import UserError
-from hpsearch.study.liveness import BEAT, HOST, PROCESS, UNWATCHED, Observer, check, identity, intervals, local_verdict, settle, stamp
+from hpsearch.study.liveness import BEAT, HOST, PROCESS, Heartbeat, Observer, check, identity, intervals, local_verdict, settle, stamp
 from hpsearch.study.storage import open_storage, set_attrs
 
 
@@ -33,14 +34,12 @@ def study(tmp_path):
     return optuna.create_study(storage=storage, study_name="live", sampler=optuna.samplers.RandomSampler(seed=0))
 
 
-def running_trial(study, who=None, beat=0, unwatched=False):
+def running_trial(study, who=None, beat=0, system=None):
     trial = study.ask()
     trial.suggest_float("lr", 1e-4, 1.0, log=True)
-    system = {BEAT: beat}
+    system = {**(system or {}), BEAT: beat} if beat is not None else dict(system or {})
     if who is not None:
         system[PROCESS] = who
-    if unwatched:
-        system[UNWATCHED] = True
     set_attrs(study, trial, user={"worker": "somewhere:1"}, system=system)
     return trial
 
@@ -120,13 +119,59 @@ def test_a_trial_that_never_got_an_identity_is_judged_by_its_beat(study):
     assert len(check(study, observer)) == 1
 
 
-def test_ray_trials_are_not_ours_to_judge(study):
-    running_trial(study, who=None, unwatched=True)
+def test_a_running_trial_of_an_older_ray_driver_is_judged_by_its_beat(study):
+    """Ray drivers before issue #41 marked their trials "unwatched", with no identity and no beat: a killed one's
+    trials stayed RUNNING for good. Now they are judged like any trial without an identity."""
+    running_trial(study, who=None, beat=None, system={"hpsearch:unwatched": True})
     clock = Clock()
     observer = Observer(grace=5, clock=clock)
-    check(study, observer)
-    clock.sleep(100)
-    assert check(study, observer) == [] and states(study) == [TrialState.RUNNING]
+    assert check(study, observer) == []  # first sight: no verdict
+    clock.sleep(5)
+    (dead,) = check(study, observer)
+    assert dead.reason == "failed: process died (no heartbeat for 5 s)"
+    assert states(study) == [TrialState.FAIL, TrialState.WAITING]
+
+
+def test_a_zombie_is_a_dead_process():
+    """A process that ended but was not reaped (pid 1 of some containers never reaps) still has a /proc entry."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    who = identity(proc.pid)  # stamped while it runs
+    while open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+        pass  # it exits at once; not reaped until wait()
+    try:
+        assert local_verdict(who) is False
+    finally:
+        proc.wait()
+
+
+def test_one_heartbeat_beats_for_every_trial_it_holds_until_dropped(study):
+    """A Ray driver beats for all the trials it asked for, each with its own counter."""
+    first, second = running_trial(study, beat=0), running_trial(study, beat=0)
+    heart = Heartbeat(study, interval=0.05)
+    heart.add(first._trial_id)
+    heart.add(second._trial_id)
+
+    def beats():
+        return [t.system_attrs[BEAT] for t in study.get_trials(deepcopy=False)]
+
+    deadline = time.monotonic() + 60
+
+    def wait_until(second_at: int) -> None:
+        while beats()[1] < second_at:
+            assert time.monotonic() < deadline, beats()
+            time.sleep(0.05)
+
+    try:
+        wait_until(2)
+        assert beats()[0] >= 1  # the first beats too (written just before the second, in the same round)
+        heart.drop(first._trial_id)
+        now = beats()[1]
+        wait_until(now + 2)  # one whole round after the drop: a write of the first that was under way has landed
+        held = beats()[0]
+        wait_until(now + 4)
+        assert beats()[0] == held  # dropped: no more beats
+    finally:
+        heart.stop()
 
 
 def test_a_reused_pid_is_another_program():

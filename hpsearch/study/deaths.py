@@ -3,7 +3,8 @@
 Every engine ends a trial whose process died with a reason made here, so ``trials``,
 ``status``, the retry rule and the packer read one vocabulary:
 - ``failed: process died (...)``: the process that ran the trial is gone (its pid, its
-  heartbeat, its Ray worker, its driver); not the objective's fault, so the config is retried;
+  heartbeat, its Ray worker, the Ray driver that stamped it, its Ray cluster); not the
+  objective's fault, so the config is retried;
 - ``failed: slot process ...``: a slot process of this run ended while it held a trial.
 """
 
@@ -15,8 +16,11 @@ from typing import Any
 
 DIED = "failed: process died"
 SLOT = "failed: slot process"
-# A Ray trial whose worker process died (kill -9, the out-of-memory killer, a lost node)
-RAY_DIED = re.compile(r"ActorDiedError|RayActorError|WorkerCrashedError|NodeDiedError|OutOfMemoryError|died unexpectedly")
+# A Ray trial whose worker process died (kill -9, the out-of-memory killer, a lost node), or whose
+# actor became unreachable (its raylet or the head restarted: "The actor ... is unavailable")
+RAY_DIED = re.compile(
+    r"ActorDiedError|RayActorError|ActorUnavailableError|WorkerCrashedError|NodeDiedError|OutOfMemoryError|died unexpectedly"
+)
 
 
 def pid_gone(pid: int, host: str) -> str:
@@ -30,6 +34,11 @@ def no_heartbeat(grace_s: float) -> str:
 def ray_worker_died(error: str) -> str | None:
     """The reason for a Ray trial error that is its worker's death, or None for the objective's own error."""
     return f"{DIED} (its Ray worker exited)" if RAY_DIED.search(error) else None
+
+
+def ray_cluster_lost(address: str) -> str:
+    """A Ray driver's trials when the cluster under it went away mid-run (its head stopped or restarted)."""
+    return f"{DIED} (Ray cluster {address} lost)"
 
 
 def slot_crash(rc: int, last_line: str) -> str:

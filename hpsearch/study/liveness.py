@@ -65,7 +65,6 @@ RERUN_KEYS = ("source_study", "source_trial", "seed", "rerun_config")  # a promo
 BEAT = "hpsearch:beat"  # system attribute: how many times the trial's process has beaten
 PROCESS = "hpsearch:process"  # system attribute: the identity below
 WORKER = "worker"  # user attribute "host:pid", shown in tables and the dashboard
-UNWATCHED = "hpsearch:unwatched"  # system attribute: another engine (Ray) keeps this trial alive; not ours to judge
 STOPPED = "stopped"  # folder in <output>/<study>/: one note per process that stopped with trials it could not end
 
 
@@ -84,7 +83,10 @@ def _start_time(pid: int) -> str | None:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None if not _pid_exists(pid) else ""
-    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counted after the command name
+    fields = stat.rsplit(")", 1)[1].split()  # counted after the command name, which may hold spaces
+    if fields[0] == "Z":  # a zombie has ended; only its parent's wait is missing (or pid 1 never reaps, in some containers)
+        return None
+    return fields[19]  # field 22
 
 
 def _pid_exists(pid: int) -> bool:
@@ -155,22 +157,39 @@ def _note_path(study_dir: Path, who: dict[str, Any]) -> Path:
 
 
 class Heartbeat:
-    """Raises the trial's beat counter every heartbeat interval while the trial runs, so others can tell it lives."""
+    """Raises the beat counter of each trial it holds every heartbeat interval while they run, so others can
+    tell they live: one trial (a claim loop's) or every trial a Ray driver asked for (``add``/``drop``)."""
 
-    def __init__(self, study: optuna.Study, trial: optuna.Trial, interval: float | None = None):
-        self.storage, self.trial_id = storage_of(study), trial_id(trial)
+    def __init__(self, study: optuna.Study, trial: optuna.Trial | None = None, interval: float | None = None):
+        self.storage = storage_of(study)
         self.interval = intervals()[0] if interval is None else interval
-        self.count = 0
+        self.beats: dict[int, int] = {}  # trial id -> beats sent
+        self.lock = threading.Lock()
+        if trial is not None:
+            self.add(trial_id(trial))
         self.done = threading.Event()
-        self.thread = threading.Thread(target=self._beat, daemon=True, name=f"heartbeat-{self.trial_id}")
+        self.thread = threading.Thread(target=self._beat, daemon=True, name="heartbeat")
         self.thread.start()
+
+    def add(self, tid: int) -> None:
+        with self.lock:
+            self.beats.setdefault(tid, 0)
+
+    def drop(self, tid: int) -> None:
+        with self.lock:
+            self.beats.pop(tid, None)
 
     def _beat(self) -> None:
         while not self.done.wait(self.interval):
-            self.count += 1
-            # a storage hiccup must not end the trial; past the outage limit the trial's own next write says so
-            with contextlib.suppress(Exception, StorageUnreachable):
-                self.storage.set_trial_system_attr(self.trial_id, BEAT, self.count)
+            with self.lock:
+                for tid in self.beats:
+                    self.beats[tid] += 1
+                beats = dict(self.beats)
+            for tid, count in beats.items():
+                # a storage hiccup must not end the trial; past the outage limit the trial's own next write says so.
+                # A trial that ended meanwhile refuses the write (UpdateFinishedTrialError): fine.
+                with contextlib.suppress(Exception, StorageUnreachable):
+                    self.storage.set_trial_system_attr(tid, BEAT, count)
 
     def stop(self) -> None:
         self.done.set()
@@ -207,8 +226,6 @@ class Observer:
         dead: list[Dead] = []
         undecided: list[FrozenTrial] = []
         for t in running:
-            if t.system_attrs.get(UNWATCHED):
-                continue
             who = t.system_attrs.get(PROCESS)
             verdict = local_verdict(who)
             if verdict is False and isinstance(who, dict):  # local_verdict says False only for a local identity

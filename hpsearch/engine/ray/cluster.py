@@ -12,6 +12,7 @@ from typing import Any
 from hpsearch.base.cores import cpu_cores
 from hpsearch.base.errors import UserError
 from hpsearch.engine.devices import visible_gpus
+from hpsearch.engine.ray.leftovers import LocalRay
 from hpsearch.spec.loader import Spec
 
 
@@ -25,12 +26,14 @@ def trial_resources(spec: Spec, cluster_gpus: float) -> dict[str, float]:
 
 
 @contextlib.contextmanager
-def ray_session(spec: Spec) -> Iterator[None]:
-    """Join ray.address, or start a local Ray; quiet either way. Ray already initialised by the caller is left as is."""
+def ray_session(spec: Spec) -> Iterator[LocalRay | None]:
+    """Join ray.address, or start a local Ray; quiet either way. Ray already initialised by the caller is left as is.
+
+    Yields the record of a local Ray this driver started (leftovers.py), None for a cluster it joined."""
     import ray
 
     if ray.is_initialized():
-        yield
+        yield None
         return
     quiet: dict[str, Any] = {
         "log_to_driver": False,
@@ -49,10 +52,22 @@ def ray_session(spec: Spec) -> Iterator[None]:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"ray.address {address or '(local)'}: cannot start or join Ray: {first}") from None
     print(f"ray: the objective's printed output is in {ray_logs()}/worker-*.out (a command objective's also in <trial dir>/output.log)")
+    local = None if address else LocalRay(spec.study_dir)
     try:
-        yield
+        if local is not None:
+            local.note()  # from now on a kill -9 of this driver leaves a record for the next run to end its Ray
+        yield local
     finally:
         ray.shutdown()
+        if local is not None:
+            local.forget()
+
+
+def cluster_lost(exc: BaseException) -> bool:
+    """Ray itself failed under the driver (its head stopped or restarted: WrongClusterID, an RPC error), not our code."""
+    import ray
+
+    return isinstance(exc, ray.exceptions.RayError)
 
 
 def ray_logs() -> str:

@@ -1,9 +1,14 @@
 """The driver's side of Ray's trials: a Tune callback that writes every trial into the Optuna study.
 
-Params and config are written when Ray asks for a trial (search.py), intermediate values per
-epoch here, and the end state with the usual user attrs (reason, epochs, wall_s, metrics,
-history, ...) when Ray reports the trial finished, stopped or crashed. A Ray scheduler stops
-a trial by ending it: the trial is then PRUNED at its last reported epoch.
+Params and config are written when Ray asks for a trial (search.py calls ``claimed``), intermediate
+values per epoch here, and the end state with the usual user attrs (reason, epochs, wall_s,
+metrics, history, ...) when Ray reports the trial finished, stopped or crashed. A Ray scheduler
+stops a trial by ending it: the trial is then PRUNED at its last reported epoch.
+
+The driver is the process of record for the trials it asked for, as a claim loop is for its
+trial (study/liveness.py): it stamps each with its own identity and beats for it until Ray ends
+it. So a killed driver's trials are judged dead by the next run, worker or status like any
+other (its pid gone here, its beat still elsewhere), failed, queued and retried first.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import base64
 import contextlib
 import json
 import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import optuna
@@ -23,9 +29,9 @@ from hpsearch.spec.loader import Spec
 from hpsearch.study.checkpoints import RESUMED_FROM, clean_up
 from hpsearch.study.counts import contract_broken, reason
 from hpsearch.study.deaths import ray_worker_died
-from hpsearch.study.liveness import retry
+from hpsearch.study.liveness import Dead, Heartbeat, bury, retry, stamp
 from hpsearch.study.progress import Progress
-from hpsearch.study.storage import storage_of, study_id
+from hpsearch.study.storage import storage_of, study_id, trial_id
 from hpsearch.study.summary import refresh, trial_value_text
 
 
@@ -41,12 +47,28 @@ class Recorder:
         self.ended: set[int] = set()
         self.running: set[int] = set()
         self.broken: str | None = None  # the objective broke the metric contract: stop the study at once
+        self.beat: Heartbeat | None = None  # beats for the trials asked and not ended, while ``beating``
 
     def __getstate__(self) -> dict[str, Any]:
         return {}  # Tune pickles its run config for its own resume; a recorder is only useful live
 
     def trial_id(self, number: int) -> int:
         return self.storage.get_trial_id_from_study_id_trial_number(study_id(self.study), number)
+
+    @contextlib.contextmanager
+    def beating(self) -> Iterator[None]:
+        self.beat = Heartbeat(self.study)
+        try:
+            yield
+        finally:
+            self.beat.stop()
+
+    def claimed(self, trial: optuna.Trial, config: dict[str, Any]) -> None:
+        """Ray asked for this trial: it is this driver's, stamped with who the driver is, beating until it ends."""
+        stamp(self.study, trial, {"config": config, "backend": "ray"})
+        self.asked.add(trial.number)
+        if self.beat is not None:
+            self.beat.add(trial_id(trial))
 
     def on_start(self, trial: Any) -> None:
         self.running.add(trial_number(trial.config))  # pbt: also when a paused trial goes on
@@ -96,6 +118,8 @@ class Recorder:
         state = {"completed": TrialState.COMPLETE, "pruned": TrialState.PRUNED}.get(ended["state"], TrialState.FAIL)
         values = ended.get("values") if state == TrialState.COMPLETE else None
         self.study.tell(number, values[0] if values and len(values) == 1 else values, state=state)
+        if self.beat is not None:
+            self.beat.drop(tid)
         frozen = self.storage.get_trial(tid)
         self.broken = self.broken or contract_broken(frozen)
         if ended.get("died") and retry(self.study, frozen):  # asked for first in the next round; resumes from its checkpoint
@@ -107,14 +131,18 @@ class Recorder:
         self.progress.counts.running = len(self.running)  # Ray's view: trials paused by pbt are RUNNING in the study
         self.progress.trial(number, reason(frozen), trial_value_text(frozen, self.spec), frozen.params)
 
-    def abandon(self) -> None:
-        """Trials Ray never ended (Ctrl-C, a driver error) must not stay RUNNING and hold the budget."""
-        for number in sorted(self.asked - self.ended):
-            self.ended.add(number)
-            tid = self.trial_id(number)
-            with contextlib.suppress(optuna.exceptions.UpdateFinishedTrialError):
-                self.storage.set_trial_user_attr(tid, "reason", "interrupted")
-                self.storage.set_trial_state_values(tid, TrialState.FAIL)
+    def abandon(self, reason: str = "interrupted") -> list[int]:
+        """Trials Ray never ended (Ctrl-C, SIGTERM, a lost cluster, the time budget) must not stay RUNNING and hold
+        the budget: failed with ``reason`` and queued again, first, as the Optuna backend does (a gentle stop loses
+        no more than kill -9). The numbers of those this call ended."""
+        cut = sorted(self.asked - self.ended)
+        self.ended.update(cut)
+        ids = [self.trial_id(number) for number in cut]
+        if self.beat is not None:
+            for tid in ids:
+                self.beat.drop(tid)
+        ended = bury(self.study, [Dead(self.storage.get_trial(tid), reason) for tid in ids])
+        return [d.trial.number for d in ended]
 
     @staticmethod
     def from_error(error: str | None) -> dict[str, Any] | None:
@@ -164,7 +192,8 @@ def trial_error(trial: Any) -> str:
     return str(error) if error is not None else "Ray trial error"
 
 
-def make_callback(recorder: Recorder) -> Any:
+def make_callback(recorder: Recorder, on_start: Callable[[], None] | None = None) -> Any:
+    """The Tune callback over ``recorder``; ``on_start`` is also called as each trial starts."""
     from ray.tune import Callback
 
     class RecordTrials(Callback):
@@ -173,6 +202,8 @@ def make_callback(recorder: Recorder) -> Any:
 
         def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
             recorder.on_start(trial)
+            if on_start is not None:
+                on_start()
 
         def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any], **info: Any) -> None:
             recorder.on_result(trial, result)

@@ -19,9 +19,8 @@ from hpsearch.spec.loader import Spec
 from hpsearch.spec.registry import RAY_SCHEDULERS, RayKit
 from hpsearch.spec.space import Choice, Const, Float, Int
 from hpsearch.study.checkpoints import resume_source
-from hpsearch.study.liveness import UNWATCHED
 from hpsearch.study.open import build_sampler
-from hpsearch.study.storage import set_attrs, storage_of
+from hpsearch.study.storage import storage_of
 from hpsearch.study.warmstart import warm_sampler
 
 DEFAULT_MAX_EPOCHS = 100  # ASHA/HyperBand horizon when neither pruner.max_epochs nor fixed.epochs says
@@ -37,8 +36,7 @@ def make_searcher(spec: Spec, storage: Any, sampler: optuna.samplers.BaseSampler
                 return None
             ot_trial = self._ot_trials[trial_id]
             config = spec.config_for(spec.tree.config_from_params(ot_trial.params))
-            set_attrs(recorder.study, ot_trial, user={"config": config, "backend": "ray"}, system={UNWATCHED: True})
-            recorder.asked.add(ot_trial.number)
+            recorder.claimed(ot_trial, config)  # stamped with the driver's identity, beating until it ends
             return {KEY: {"trial": ot_trial.number, "config": config, "resume": resume_of(recorder.study, spec, ot_trial)}}
 
         def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
@@ -81,8 +79,7 @@ def search_setup(spec: Spec, study: optuna.Study, recorder: Recorder, scheduler:
     def ask(_: Any) -> dict[str, Any]:
         trial = study.ask()
         config = spec.config_for(spec.tree.suggest(trial))
-        set_attrs(study, trial, user={"config": config, "backend": "ray"}, system={UNWATCHED: True})
-        recorder.asked.add(trial.number)
+        recorder.claimed(trial, config)
         return {"trial": trial.number, "config": config, "resume": resume_of(study, spec, trial)}
 
     return BasicVariantGenerator(), {KEY: tune.sample_from(ask)}
