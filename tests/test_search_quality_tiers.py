@@ -79,10 +79,11 @@ def test_the_renderer_keeps_calibration_runs_apart_from_results(quality: Any) ->
             run("synthetic", [0, 40], ["optuna_default", "hp_median"]),
             run("synthetic", [200, 700], ["optuna_default", "hpsearch"]),
             run("synthetic", [200, 240], ["random", "optuna_default", "hpsearch", "ray_asha"]),
+            run("table", [200, 240], ["random", "optuna_default", "ray_bohb"]),
             json.loads('{"name": "search_quality", "headline": "a status summary, not a run"}'),
         ]
     )
-    assert set(named) == {"synthetic", "calibration_synthetic", "paired_synthetic", "ray"}
-    assert "ray_asha" in named["ray"]["methods"]
+    assert set(named) == {"synthetic", "calibration_synthetic", "paired_synthetic", "ray", "bohb_table"}
+    assert "ray_asha" in named["ray"]["methods"]  # the BOHB run does not take the ASHA run's place
     assert named["synthetic"]["methods"] == ["random", "sobol", "hpsearch", "dehb"]  # the peers merged in
     assert "hp_median" not in named["synthetic"]["tasks"]["t"]["budgets"]["72"]["methods"]

@@ -1,6 +1,6 @@
 """The search-quality benchmark's library; imports go one way, down this list:
 
 tasks (Tier A) <- table (Tier B) <- live (Tier C); methods (the loop, Optuna's and hpsearch's)
-<- peers (DEHB, SMAC), ray_methods (Ray's schedulers); registry (every task and method by name)
-<- harness <- bench.search_quality; stats <- pooled, render <- page.
+<- peers <- ray_methods; registry (every task and method by name) <- harness <- bench.search_quality;
+stats <- pooled, render <- page.
 """

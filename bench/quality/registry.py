@@ -18,7 +18,7 @@ from typing import Any
 from bench.quality import methods as m
 from bench.quality.live import LiveTask
 from bench.quality.peers import dehb_search, smac_hb_search
-from bench.quality.ray_methods import hpsearch_ray, ray_asha
+from bench.quality.ray_methods import hpsearch_ray, ray_asha, ray_bohb
 from bench.quality.table import TableTask
 from bench.quality.tasks import MFH, Hartmann, Shaped, Task
 
@@ -58,6 +58,7 @@ METHODS: dict[str, Entry] = {
     "smac_hb": Entry(smac_hb_search, needs=("smac",)),
     "ray_asha": Entry(ray_asha, needs=("ray",)),
     "hpsearch_ray": Entry(hpsearch_ray, plan=m.startup_plan, needs=("ray",)),
+    "ray_bohb": Entry(ray_bohb, needs=("ray", "hpbandster")),
     # calibration (bench/results/calibration/): the second and third attempts at the defaults, on
     # seeds below 200. hpsearch with spec keys set, then Optuna's defaults with one of hpsearch's
     # choices each: Optuna 5's TPE is already multivariate for one objective, so t3_group differs

@@ -118,7 +118,7 @@ def merge(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
 
 def classify(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Name each run: synthetic, table (main runs, peers merged in), paired_synthetic,
-    paired_table, live, warm, ray, calibration_<tier> (seeds below 200)."""
+    paired_table, live, warm, ray, bohb_<tier>, calibration_<tier> (seeds below 200)."""
     named: dict[str, dict[str, Any]] = {}
     runs = [r for r in runs if "tasks" in r and "methods" in r]  # a glob also finds the status summary and other benchmarks
     for r in sorted(runs, key=lambda r: -len(r["methods"])):
@@ -130,6 +130,8 @@ def classify(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             named["live"] = r
         elif "hpsearch_warm" in r["methods"]:
             named["warm"] = r
+        elif "ray_bohb" in r["methods"]:  # Ray's BOHB, one run per tier: kept apart from the ASHA run
+            named[f"bohb_{tier}"] = r
         elif any(m.startswith("ray") or m.endswith("_ray") for m in r["methods"]):
             named["ray"] = r
         elif seeds > 200:
