@@ -47,6 +47,10 @@ class Diverged(Pruned):
         super().__init__(epoch, f"diverged at epoch {epoch} ({metric} not finite)")
 
 
+class ContractError(Exception):
+    """The objective does not report the spec's metric: a bug in the objective or the spec, not bad luck."""
+
+
 def tag_for(name: str) -> str:
     return TAGS.get(name, f"metrics/{name}")
 
@@ -85,6 +89,7 @@ class Reporter:
         self.resume_from = resume_from
         self.on_resume = on_resume
         self.resumed_epoch: int | None = None  # set once a resume_from checkpoint was loaded
+        self.metric_names: list[str] = []  # the spec's metrics (run_trial sets them): a script's output is read for them
         self.history: list[dict[str, float]] = []
         self._writer: Any = None
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from hpsearch.base.text import as_metric, finite
 from hpsearch.trial.objective import Objective
-from hpsearch.trial.reporter import Pruned, Reporter
+from hpsearch.trial.reporter import ContractError, Pruned, Reporter
 
 COMPLETE, PRUNED, FAILED = "completed", "pruned", "failed"
 # Config key: the smallest micro-batch an out-of-memory retry may try (default 1). The leading
@@ -60,10 +60,6 @@ class Outcome:
         return attrs
 
 
-class ContractError(Exception):
-    """The objective does not report the spec's metric: a bug in the objective or the spec, not bad luck."""
-
-
 def run_trial(objective: Objective, config: dict[str, Any], reporter: Reporter, metric_names: list[str]) -> Outcome:
     """Call the objective; map pruning, divergence, missing metrics and exceptions to an Outcome.
 
@@ -84,6 +80,7 @@ def run_trial(objective: Objective, config: dict[str, Any], reporter: Reporter, 
         if honours:
             objective.accum_steps = True  # type: ignore[attr-defined]
     on_epoch = reporter.on_epoch
+    reporter.metric_names = list(metric_names)
     reads = ReadKeys()
     reporter.on_epoch = _first_report_checked(reporter, metric_names, on_epoch, reads)
     try:

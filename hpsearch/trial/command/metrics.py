@@ -1,124 +1,155 @@
-"""The script's output as per-epoch reports: stdout lines (JSON, ``name=value``) or TensorBoard scalars."""
+"""The script's output as per-step reports: printed lines (lines.py) or log files (logs.py).
+
+One report per step, in the step's own unit (epochs, iterations: what the script prints):
+
+- a line with metrics for the current step reports it at once, unless it is a position inside the
+  step (``200/2983 batches``): those metrics wait and go with the step's report;
+- a line without a step belongs to the step above it (Keras prints ``Epoch 3/10`` on its own line);
+- a step not yet reported when a later one begins (or when the script exits) is reported then,
+  which is how log files (a step is complete once a later one is written) are read;
+- when the spec's metric names are known (``reporter.metric_names``), only a step that has one of
+  them is a report; the metrics of other steps go with the next report (nanoGPT's ``iter`` lines
+  between two ``step N: val loss`` lines);
+- a step below the current one is ignored, and lines before the first step (settings) are nothing.
+"""
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from pathlib import Path
-from typing import Any
 
-from hpsearch.trial.command.options import Command
+from hpsearch.trial.command.lines import STEP, Line, from_mapping, json_object, read_auto, read_dict, read_pieces, read_regexes, visible
+from hpsearch.trial.command.logs import LogFolder
+from hpsearch.trial.command.options import KV_PATTERN, Command
 from hpsearch.trial.reporter import ScriptReporter
 
-EPOCH_WORD = re.compile(r"\bepoch\s*[=: ]\s*(\d+)", re.IGNORECASE)
+
+class Steps:
+    """Per-step rows, each handed to the reporter once."""
+
+    def __init__(self, reporter: ScriptReporter, names: set[str] | None):
+        self.reporter, self.names = reporter, names
+        self.current: int | None = None
+        self.row: dict[str, float] = {}  # the current step's metrics, not yet reported
+        self.reported: int | None = None
+        self.last: dict[str, float] = {}  # the last reported step's metrics, and what came for it later
+        self.carried: dict[str, float] = {}  # metrics of steps that had none of the spec's metrics
+        self.seen: set[str] = set()  # every metric name read (for the error when the spec's never shows)
+        self.unit: str | None = None  # the word of the first step (epoch, step, iter...), for messages
+
+    def add(self, step: int | None, metrics: dict[str, float], ready: bool) -> None:
+        self.seen.update(metrics)
+        if step is not None and self.current is not None and step < self.current:
+            return
+        if step is not None and step != self.current:
+            self._advance(step)
+        if self.current is None:
+            return
+        if self.current == self.reported:
+            self.last.update(metrics)
+            return
+        self.row.update(metrics)
+        if ready and self._wanted():
+            self._report()
+
+    def _advance(self, step: int) -> None:
+        if self.current is not None and self.current != self.reported and self.row:
+            if self._wanted():
+                self._report()
+            else:
+                self.carried.update(self.row)
+        self.current, self.row = step, {}
+
+    def _wanted(self) -> bool:
+        return bool(self.row) and (self.names is None or not self.names.isdisjoint(self.row))
+
+    def _report(self) -> None:
+        assert self.current is not None
+        metrics, self.carried = {**self.carried, **self.row}, {}
+        self.reported, self.last, self.row = self.current, dict(metrics), {}
+        self.reporter.report(self.current, metrics)
+
+    def end(self) -> None:
+        """The script exited: its last step, if complete enough to be a report."""
+        if self.current is not None and self.current != self.reported and self._wanted():
+            self._report()
 
 
 class MetricReader:
     """Turns the script's output into ``reporter.report`` calls; remembers the final metrics."""
 
-    def __init__(self, command: Command, tb_dir: Path, reporter: ScriptReporter):
-        self.command, self.tb_dir, self.reporter = command, tb_dir, reporter
-        self.pattern = re.compile(command.pattern)
-        self.last: dict[str, float] = {}
+    def __init__(self, command: Command, tb_dir: Path, reporter: ScriptReporter, workdir: Path | None = None):
+        self.command = command
+        names = getattr(reporter, "metric_names", None)
+        self.steps = Steps(reporter, set(names) if names else None)
+        self.pattern = re.compile(command.pattern) if command.pattern != KV_PATTERN or command.metrics == "kv" else None
+        self.regexes = {k: re.compile(v) for k, v in command.regexes.items()}
         self.final_line: dict[str, float] | None = None
-        self.tb_rows: dict[int, dict[str, float]] = {}
-        self.tb_reported = 0  # the highest step handed to the reporter
-        self.tb_offsets: dict[Path, int] = {}
+        self.logs: LogFolder | None = None
+        if command.metrics in ("tensorboard", "csv"):
+            where = Path(command.logs) if command.logs else tb_dir
+            self.logs = LogFolder(where if where.is_absolute() else (workdir or Path(command.cwd)) / where, command.metrics)
 
     def line(self, text: str) -> None:
-        fmt = self.command.metrics
-        if fmt == "tensorboard":
+        parsed = self._parse(text)
+        if parsed is None:
             return
-        stripped = text.strip()
-        if fmt in ("auto", "json") and stripped.startswith("{"):
-            if self._json(stripped):
-                return
-        if fmt in ("auto", "kv"):
-            self._kv(stripped)
+        if parsed.final:
+            if parsed.metrics:
+                self.final_line = {**(self.final_line or {}), **parsed.metrics}
+            return
+        if parsed.step is not None and self.steps.unit is None:
+            self.steps.unit = _unit(text)
+        self.steps.add(parsed.step, parsed.metrics, ready=not parsed.inside)
 
-    def _json(self, text: str) -> bool:
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return False
-        if not isinstance(data, dict):
-            return False
-        numbers = {k: float(v) for k, v in data.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-        epoch = data.get("epoch")
-        if isinstance(epoch, int) and not isinstance(epoch, bool) and not data.get("final"):
-            numbers.pop("epoch", None)
-            self._report(epoch, numbers)
-        elif numbers:  # a line without an epoch (or with "final": true): the final metrics
-            numbers.pop("epoch", None)
-            self.final_line = numbers
-        return True
-
-    def _kv(self, text: str) -> None:
-        pairs = {m["name"]: m["value"] for m in self.pattern.finditer(text)}
-        epoch_text = next((v for k, v in pairs.items() if k.lower() == "epoch"), None)
-        if epoch_text is None:
-            found = EPOCH_WORD.search(text)
-            epoch_text = found.group(1) if found else None
-        try:
-            epoch = int(float(epoch_text)) if epoch_text is not None else None
-        except ValueError:
-            epoch = None
-        metrics = {k: float(v) for k, v in pairs.items() if k.lower() != "epoch"}
-        if epoch is not None and metrics:  # lines without an epoch (settings, progress bars) are not reports
-            self._report(epoch, metrics)
-
-    def _report(self, epoch: int, metrics: dict[str, float]) -> None:
-        self.last = {"epoch": float(epoch), **metrics}
-        self.reporter.report(epoch, metrics)
+    def _parse(self, text: str) -> Line | None:
+        fmt = self.command.metrics
+        if fmt in ("tensorboard", "csv"):
+            return None
+        if fmt == "regex":
+            return read_regexes(text, self.regexes)
+        shown = visible(text)
+        if shown is None:
+            return None
+        if fmt == "json" or (fmt == "auto" and shown.lstrip().startswith("{")):
+            found = read_dict(shown) if fmt == "auto" else _json_only(shown)
+            if found is not None or fmt == "json":
+                return found
+        if fmt == "kv" or self.pattern is not None:
+            return read_pieces(shown, self.pattern or re.compile(KV_PATTERN))
+        return read_auto(shown)
 
     def poll_events(self, done: bool) -> None:
-        """Read new scalars from the script's TensorBoard files; a step is reported once a later step
-        appears (its scalars are all written), the last one when the script has exited."""
-        if self.command.metrics != "tensorboard" or not self.tb_dir.is_dir():
+        """Read what the script's log files gained; a step is reported once a later step appears,
+        the last one when the script has exited."""
+        if self.logs is None:
             return
-        for path in sorted(self.tb_dir.rglob("events.out.tfevents.*")):
-            for step, tag, value in self._read_new(path):
-                self.tb_rows.setdefault(step, {})[tag.replace("/", "_")] = value
-        ready = sorted(s for s in self.tb_rows if s > self.tb_reported)
-        finished = ready if done else ready[:-1]
-        for step in finished:
-            self._report(step, self.tb_rows[step])
-            self.tb_reported = step
+        for step, values in self.logs.read(done):
+            self.steps.add(step, values, ready=False)
+        if done:
+            self.steps.end()
 
-    def _read_new(self, path: Path) -> list[tuple[int, str, float]]:
-        from tensorboard.compat.proto import event_pb2
-
-        data = path.read_bytes()
-        offset, out = self.tb_offsets.get(path, 0), []
-        while offset + 12 <= len(data):
-            length = int.from_bytes(data[offset : offset + 8], "little")
-            end = offset + 12 + length + 4  # length, its crc, the record, its crc
-            if end > len(data):
-                break  # a record still being written
-            event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
-            for value in event.summary.value:
-                number = _scalar(value)
-                if number is not None:
-                    out.append((int(event.step), value.tag, number))
-            offset = end
-        self.tb_offsets[path] = offset
-        return out
+    def end(self) -> None:
+        self.poll_events(done=True)
+        if self.logs is None:
+            self.steps.end()
 
     def final(self) -> dict[str, float]:
         """The final JSON line when the script printed one, over the last report."""
-        last = {k: v for k, v in self.last.items() if k != "epoch"}
-        merged = {**last, **(self.final_line or {})}
-        if "epochs" not in merged and "epoch" in self.last and math.isfinite(self.last["epoch"]):
-            merged["epochs"] = self.last["epoch"]
+        merged = {**self.steps.last, **(self.final_line or {})}
+        if "epochs" not in merged and self.steps.reported is not None:
+            merged["epochs"] = float(self.steps.reported)
         return merged
 
+    def found(self) -> list[str]:
+        return sorted(self.steps.seen | set(self.final_line or {}))
 
-def _scalar(value: Any) -> float | None:
-    if value.HasField("simple_value"):
-        return float(value.simple_value)
-    if value.HasField("tensor") and value.tensor.float_val:  # torch's SummaryWriter writes simple_value; TF2 writes tensors
-        return float(value.tensor.float_val[0])
-    if value.HasField("tensor") and value.tensor.double_val:
-        return float(value.tensor.double_val[0])
-    return None
+
+def _json_only(text: str) -> Line | None:
+    data = json_object(text.strip())
+    return from_mapping(data) if data is not None else None
+
+
+def _unit(text: str) -> str:
+    m = STEP.search(text)
+    return f"'{m['word'].lower()} N'" if m else "a step key"

@@ -1,8 +1,9 @@
-"""What ``objective: {command: ...}`` says: the command, its working folder, how metrics are read.
+"""What ``objective: {command: ...}`` says: the command, its flag style, where it runs, how metrics are read.
 
 The loader turns the mapping into one entry string (``command:{json}``, with the spec's folder
 as the working folder) so that every layer above stores, exports and ships it like
-``module:function``. See docs/your-code.md for the user's side.
+``module:function``. Only what differs from the defaults is stored, so a spec written before a
+setting existed keeps its entry. See docs/your-code.md for the user's side.
 """
 
 from __future__ import annotations
@@ -10,52 +11,82 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hpsearch.base.text import did_you_mean
+from hpsearch.trial.command.style import FlagStyle, parse_flags
 
 PREFIX = "command:"  # an objective entry that starts so is a command (what the loader makes of {command: ...})
 
 FINAL_KEY = "_final"  # True in the config under `hpsearch train` (the final run), absent in search trials
 
-FORMATS = ("auto", "json", "kv", "tensorboard")
+FORMATS = ("auto", "json", "kv", "tensorboard", "csv")
+WORKDIRS = ("spec", "trial")
 
 KV_PATTERN = r"(?P<name>[A-Za-z_][\w/.\-]*)\s*[=:]\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf)\b"
 
-KEYS = {"command", "metrics", "pattern", "grace_s"}
+KEYS = ("command", "flags", "metrics", "logs", "pattern", "workdir", "grace_s")
+
+WORK = "work"  # `workdir: trial`: the script runs in <trial folder>/work
 
 
 @dataclass(frozen=True)
 class Command:
     argv: list[str]
     cwd: str  # absolute: the spec's folder; relative paths in argv are relative to it
-    metrics: str = "auto"  # auto (JSON lines, else name=value) | json | kv | tensorboard
-    pattern: str = KV_PATTERN  # regex with groups name and value, for kv/auto
+    metrics: str = "auto"  # auto | json | kv | tensorboard | csv | regex (a regex per metric: ``regexes``)
+    pattern: str = KV_PATTERN  # regex with groups name and value, for kv (and auto, when set)
     grace_s: float = 10.0  # seconds between SIGTERM and SIGKILL when a trial is pruned
     env: dict[str, str] = field(default_factory=dict)
+    flags: FlagStyle = field(default_factory=FlagStyle)
+    logs: str | None = None  # tensorboard/csv: a path or glob relative to the working folder
+    workdir: str = "spec"  # spec: the spec's folder | trial: <trial folder>/work, one per trial
+    regexes: dict[str, str] = field(default_factory=dict)
+
+    def workdir_for(self, trial_dir: Path) -> Path:
+        return trial_dir / WORK if self.workdir == "trial" else Path(self.cwd)
 
 
-def parse_mapping(value: Any, base_dir: Path) -> tuple[str | None, list[str]]:
-    """The spec's ``objective: {command: ...}`` as an entry string, or problems (``key: reason``)."""
-    if not isinstance(value, dict):
-        return None, ["objective: must be 'module:function', 'file.py:function' or {command: ...}"]
-    problems = [f"objective.{k}: unknown key (known: {', '.join(sorted(KEYS))})" for k in value if k not in KEYS]
-    raw = value.get("command")
-    argv: list[str] = []
+def _argv(raw: Any, problems: list[str]) -> list[str]:
     if isinstance(raw, str):
         try:
-            argv = shlex.split(raw)
+            return shlex.split(raw)
         except ValueError as exc:
             problems.append(f"objective.command: cannot split {raw!r}: {exc}")
     elif isinstance(raw, list) and all(isinstance(a, str | int | float) for a in raw):
-        argv = [str(a) for a in raw]
+        return [str(a) for a in raw]
     else:
         problems.append("objective.command: must be a string or a list of strings, e.g. 'python train.py --epochs 10'")
-    if not argv and not problems:
-        problems.append("objective.command: is empty")
-    fmt = value.get("metrics", "auto")
-    if fmt not in FORMATS:
-        problems.append(f"objective.metrics: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    return []
+
+
+def _metrics(value: Any, problems: list[str]) -> tuple[str, dict[str, str]]:
+    """``metrics:`` as (format, regexes): a format name, or ``{metric: regex}``."""
+    if isinstance(value, dict) and value:
+        regexes: dict[str, str] = {}
+        for name, regex in value.items():
+            where = f"objective.metrics.{name}"
+            try:
+                compiled = re.compile(regex) if isinstance(regex, str) else None
+            except re.error as exc:
+                problems.append(f"{where}: not a regular expression: {exc}")
+                continue
+            if compiled is None or not (compiled.groups or "value" in compiled.groupindex):
+                problems.append(f"{where}: must be a regex with a group around the number, e.g. 'val loss ([\\d.]+)'")
+                continue
+            regexes[str(name)] = regex
+        return "regex", regexes
+    if value not in FORMATS:
+        known = f"{', '.join(FORMATS)}, or {{metric: regex}}"
+        hint = did_you_mean(value, FORMATS) if isinstance(value, str) else ""
+        problems.append(f"objective.metrics: must be one of {known}, got {value!r}{hint}")
+        return "auto", {}
+    return str(value), {}
+
+
+def _checks(value: dict[str, Any], fmt: str, problems: list[str]) -> None:
     pattern = value.get("pattern", KV_PATTERN)
     try:
         groups = re.compile(pattern).groupindex if isinstance(pattern, str) else {}
@@ -66,16 +97,62 @@ def parse_mapping(value: Any, base_dir: Path) -> tuple[str | None, list[str]]:
     grace = value.get("grace_s", 10.0)
     if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 <= grace <= 3600:
         problems.append(f"objective.grace_s: must be seconds between 0 and 3600, got {grace!r}")
+    logs = value.get("logs")
+    if logs is not None and (not isinstance(logs, str) or not logs.strip()):
+        problems.append(f"objective.logs: must be a path or glob, e.g. 'lightning_logs/version_*/', got {logs!r}")
+    elif logs is not None and fmt not in ("tensorboard", "csv"):
+        problems.append(f"objective.logs: is where metrics: tensorboard or csv reads; metrics is {fmt}")
+    elif logs is None and fmt == "csv":
+        problems.append("objective.logs: required with metrics: csv: the CSV file or its folder, e.g. 'lightning_logs/version_*/'")
+    workdir = value.get("workdir", "spec")
+    if workdir not in WORKDIRS:
+        problems.append(f"objective.workdir: must be spec (the spec's folder) or trial (a folder per trial), got {workdir!r}")
+
+
+def parse_mapping(value: Any, base_dir: Path) -> tuple[str | None, list[str]]:
+    """The spec's ``objective: {command: ...}`` as an entry string, or problems (``key: reason``)."""
+    if not isinstance(value, dict):
+        return None, ["objective: must be 'module:function', 'file.py:function' or {command: ...}"]
+    problems = [f"objective.{k}: unknown key{did_you_mean(k, KEYS)}" for k in value if k not in KEYS]
+    argv = _argv(value.get("command"), problems)
+    if not argv and not problems:
+        problems.append("objective.command: is empty")
+    fmt, regexes = _metrics(value.get("metrics", "auto"), problems)
+    style, flag_problems = parse_flags(value.get("flags"))
+    problems += flag_problems
+    _checks(value, fmt, problems)
     if problems:
         return None, problems
-    command = Command(argv, str(base_dir.resolve()), str(fmt), str(pattern), float(grace))
-    defaults = Command([], "")
-    short = {k: v for k, v in asdict(command).items() if k in ("argv", "cwd") or v != getattr(defaults, k)}
-    return PREFIX + json.dumps(short), []  # only what differs from the defaults: stored per study, shown by validate
+    command = Command(
+        argv,
+        str(base_dir.resolve()),
+        fmt,
+        str(value.get("pattern", KV_PATTERN)),
+        float(value.get("grace_s", 10.0)),
+        flags=style,
+        logs=value.get("logs"),
+        workdir=str(value.get("workdir", "spec")),
+        regexes=regexes,
+    )
+    return to_entry(command), []
+
+
+def to_entry(command: Command) -> str:
+    """Only what differs from the defaults: stored per study, shown by validate, exported to train."""
+    default = Command([], "")
+    short: dict[str, Any] = {"argv": command.argv, "cwd": command.cwd}
+    for name in ("metrics", "pattern", "grace_s", "env", "logs", "workdir", "regexes"):
+        if getattr(command, name) != getattr(default, name):
+            short[name] = getattr(command, name)
+    if command.flags.to_dict():
+        short["flags"] = command.flags.to_dict()
+    return PREFIX + json.dumps(short)
 
 
 def from_entry(entry: str) -> Command:
     data = json.loads(entry[len(PREFIX) :])
+    if "flags" in data:
+        data["flags"] = FlagStyle.from_dict(data["flags"])
     return Command(**data)
 
 
@@ -84,4 +161,5 @@ def describe(entry: str) -> str:
     if not entry.startswith(PREFIX):
         return entry
     command = from_entry(entry)
-    return f"{shlex.join(command.argv)} (in {command.cwd})"
+    where = command.cwd if command.workdir == "spec" else f"each trial's folder/{WORK}"
+    return f"{shlex.join(command.argv)} (in {where})"

@@ -1,12 +1,14 @@
 """Run a training script as one trial: ``fn(config, reporter)`` from the outside.
 
 Per trial the adapter:
-- appends the config as flags (trial/command/argv.py; keys starting with ``_`` are engine settings);
+- appends the config as arguments in the command's flag style (argv.py; keys starting with ``_`` are
+  engine settings) and starts it in the spec's folder, or with ``workdir: trial`` in the trial's own;
 - sets HPSEARCH_TRIAL_DIR, HPSEARCH_CHECKPOINT, HPSEARCH_TB_DIR, HPSEARCH_FINAL and HPSEARCH_CONFIG;
-- reads metrics live from stdout or from the TensorBoard scalars the script writes
-  (trial/command/metrics.py) and hands every epoch to ``reporter.report`` (pruning, curves, history);
+- reads metrics live from what the script prints (both streams) or from the log files it writes
+  (metrics.py) and hands every step to ``reporter.report`` (pruning, curves, history);
 - ends the process group (SIGTERM, SIGKILL after ``grace_s``) when the reporter stops the trial;
-- raises CommandFailed with the last stderr lines when the script exits non-zero.
+- raises CommandFailed with the last stderr line (and the flag style that would fix it, hints.py)
+  when the script exits non-zero, and ContractError when it never printed the spec's metric.
 """
 
 from __future__ import annotations
@@ -14,20 +16,20 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import shlex
 import signal
 import subprocess
-import sys
 import threading
 from collections import deque
 from pathlib import Path
 from typing import Any
 
-from hpsearch.trial.command.argv import flags
+from hpsearch.base.text import closest
+from hpsearch.trial.command.argv import command_line
+from hpsearch.trial.command.hints import style_hint
 from hpsearch.trial.command.metrics import MetricReader
 from hpsearch.trial.command.options import FINAL_KEY, Command
-from hpsearch.trial.reporter import ScriptReporter
+from hpsearch.trial.reporter import ContractError, ScriptReporter
 
 POLL_S = 0.5  # how often TensorBoard event files are read while no line arrives (seconds)
 STDERR_LINES = 30  # kept for error.txt and the reason of a failed trial
@@ -64,6 +66,8 @@ def environment(command: Command, config: dict[str, Any], reporter: ScriptReport
     }
     if checkpoint is not None:
         env["HPSEARCH_CHECKPOINT"] = str(checkpoint)
+    if command.workdir == "trial":  # `python -m package.train` still finds the spec folder's packages
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (command.cwd, env.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -75,13 +79,10 @@ def _adopt_dead_checkpoint(reporter: ScriptReporter) -> None:
         Path(own).write_bytes(Path(other).read_bytes())
 
 
-VAR = re.compile(r"\$\{(HPSEARCH_\w+)\}|\$(HPSEARCH_\w+)")
-
-
-def expand(arg: str, env: dict[str, str]) -> str:
-    """``$HPSEARCH_CHECKPOINT`` or ``${HPSEARCH_TRIAL_DIR}`` in the command: the trial's value, so a
-    script that takes ``--checkpoint PATH`` needs no change (other ``$`` text is left alone)."""
-    return VAR.sub(lambda m: env.get(m.group(1) or m.group(2), m.group(0)), arg)
+def trial_argv(command: Command, config: dict[str, Any], env: dict[str, str]) -> list[str]:
+    """The trial's whole command line, as it is started (``hpsearch validate`` prints a sample's)."""
+    base = Path(command.cwd) if command.workdir == "trial" else None
+    return command_line(command.argv, config, command.flags, env, base)
 
 
 def _die_with_parent() -> None:
@@ -96,17 +97,19 @@ def _die_with_parent() -> None:
 
 def run_command(command: Command, config: dict[str, Any], reporter: ScriptReporter) -> dict[str, float]:
     env = environment(command, config, reporter)
-    argv = [expand(a, env) for a in command.argv] + flags(config)
-    if argv[0] in ("python", "python3"):  # hpsearch's own interpreter (its venv), wherever PATH points
-        argv[0] = sys.executable
-    Path(env["HPSEARCH_TRIAL_DIR"]).mkdir(parents=True, exist_ok=True)
+    argv = trial_argv(command, config, env)
+    trial_dir = Path(env["HPSEARCH_TRIAL_DIR"])
+    workdir = command.workdir_for(trial_dir)
+    trial_dir.mkdir(parents=True, exist_ok=True)
+    workdir.mkdir(parents=True, exist_ok=True)
     _adopt_dead_checkpoint(reporter)
     # Line-buffered: Ray ends a finished or stopped trial by ending its worker, before any close().
-    log = (Path(env["HPSEARCH_TRIAL_DIR"]) / "output.log").open("a", encoding="utf-8", buffering=1)
+    log = (trial_dir / "output.log").open("a", encoding="utf-8", buffering=1)
+    reader = MetricReader(command, Path(env["HPSEARCH_TB_DIR"]), reporter, workdir)  # before the start: older logs are not ours
     try:
         proc = subprocess.Popen(
             argv,
-            cwd=command.cwd,
+            cwd=workdir,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -120,18 +123,35 @@ def run_command(command: Command, config: dict[str, Any], reporter: ScriptReport
         raise CommandFailed(f"cannot start {shlex.join(argv)}: {exc}", str(exc)) from None
     lines: queue.Queue[tuple[str, str | None]] = queue.Queue()
     tail: deque[str] = deque(maxlen=STDERR_LINES)
-    readers = [_drain(proc.stdout, "out", lines), _drain(proc.stderr, "err", lines)]
-    reader = MetricReader(command, Path(env["HPSEARCH_TB_DIR"]), reporter)
+    recent: deque[str] = deque(maxlen=3)
+    _drain(proc.stdout, "out", lines), _drain(proc.stderr, "err", lines)
     try:
-        _pump(proc, lines, tail, log, reader, readers)
+        _pump(proc, lines, (tail, recent), log, reader)
     except BaseException:
         stop(proc, command.grace_s)
         raise
     finally:
         log.close()
     if proc.returncode != 0:
-        raise _failure(argv, proc.returncode, list(tail))
+        raise _failure(argv, proc.returncode, list(tail), config, command)
+    _check_metrics(reader, getattr(reporter, "metric_names", None), list(recent))
     return reader.final()
+
+
+def _check_metrics(reader: MetricReader, names: list[str] | None, recent: list[str]) -> None:
+    """A spec metric the script never printed (as hpsearch reads it): one line naming what it did print."""
+    found = reader.found()
+    if not names or not set(names).isdisjoint(found):
+        return
+    wanted = repr(names[0]) if len(names) == 1 else f"any of {names}"
+    if found:
+        printed = f"it printed {found}" + (f" (steps from {reader.steps.unit})" if reader.steps.unit else "")
+    else:
+        printed = f"it printed no metric that metrics: {reader.command.metrics} reads (a step such as 'epoch 3' or 'step 100' must be on the line or above it)"
+    near = closest(names[0], found)
+    fix = f"did you mean {near!r}?" if near else f"or give its regex: objective.metrics: {{{names[0]}: 'val loss ([\\d.]+)'}}"
+    last = " | ".join(line.strip() for line in recent) or "(nothing)"
+    raise ContractError(f"the script's output has no {wanted} (the spec's metric:); {printed}; {fix}; its last lines: {last}")
 
 
 def _drain(stream: Any, name: str, lines: queue.Queue[tuple[str, str | None]]) -> threading.Thread:
@@ -148,11 +168,12 @@ def _drain(stream: Any, name: str, lines: queue.Queue[tuple[str, str | None]]) -
 def _pump(
     proc: subprocess.Popen[str],
     lines: queue.Queue[tuple[str, str | None]],
-    tail: deque[str],
+    kept: tuple[deque[str], deque[str]],
     log: Any,
     reader: MetricReader,
-    readers: list[threading.Thread],
 ) -> None:
+    """Both streams are read for metrics (Python's logging writes to stderr); stderr's end is kept for errors."""
+    tail, recent = kept
     open_streams = 2
     while open_streams:
         try:
@@ -166,10 +187,11 @@ def _pump(
         log.write(("" if name == "out" else "[stderr] ") + line + "\n")
         if name == "err":
             tail.append(line)
-        else:
-            reader.line(line)
+        if line.strip():
+            recent.append(line.rsplit("\r", 1)[-1][:200])
+        reader.line(line)
     proc.wait()
-    reader.poll_events(done=True)
+    reader.end()
 
 
 def stop(proc: subprocess.Popen[str], grace_s: float) -> None:
@@ -188,14 +210,14 @@ def stop(proc: subprocess.Popen[str], grace_s: float) -> None:
             continue
 
 
-def _failure(argv: list[str], code: int, tail: list[str]) -> CommandFailed:
+def _failure(argv: list[str], code: int, tail: list[str], config: dict[str, Any], command: Command) -> CommandFailed:
+    """The script's own last line, and which flag style would pass what it expects when that is the trouble."""
     last = next((line.strip() for line in reversed(tail) if line.strip()), "")
     details = f"command: {shlex.join(argv)}\nexit status: {code}\nlast stderr lines:\n" + "\n".join(tail) + "\n"
+    hint = style_hint(last, config, command.flags) if last else None
     if code == 2 and "unrecognized arguments" in last:
-        return CommandFailed(
-            f"the script rejects flags the config passes ({last}): add them to its argument parser, or drop them from the spec's space/fixed",
-            details,
-        )
+        advice = hint or "add them to its argument parser, or drop them from the spec's space/fixed"
+        return CommandFailed(f"the script rejects flags the config passes ({last}): {advice}", details)
     if code < 0:
         return CommandFailed(f"command killed by signal {-code}" + (f": {last}" if last else ""), details)
-    return CommandFailed(f"command exited with status {code}" + (f": {last}" if last else ""), details)
+    return CommandFailed(f"command exited with status {code}" + (f": {last}" if last else "") + (f" ({hint})" if hint else ""), details)
