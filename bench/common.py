@@ -10,8 +10,7 @@ renders BENCHMARKS.md from those files only, so every figure there has a rerunna
 Timings on a shared machine are noisy, so figures are ratios of variants measured side by
 side in one run: A, B, A, B, ... and the median of each.
 
-Its sections: the machine and the result file; timing; trainings of one config with a boolean
-objective key off and on (denormals, fused_optimizer); a hand-written Optuna script on the toy
+Its sections: the machine and the result file; timing; a hand-written Optuna script on the toy
 objective (orchestration, growth).
 """
 
@@ -37,7 +36,6 @@ from typing import Any, Self
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 TOY = ROOT / "tests" / "fixtures" / "toy.py"
-BENCH_SPEC = ROOT / "bench" / "spaces" / "bench_fashion.yaml"  # the Fashion-MNIST task most CPU benchmarks train
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -183,80 +181,6 @@ def write_result(
     path.write_text(json.dumps(result, indent=2, default=lambda v: v.item() if hasattr(v, "item") else str(v)) + "\n")
     print(f"wrote {path}")
     return path
-
-
-# ---------------------------------------------------------------------------- one config, a boolean objective key off and on
-
-PAIR_COLUMNS = ["config", "what", "off s", "on s", "on / off", "val % off / on"]  # the table of key_pairs(), for either key
-
-
-def pair_configs(n: int, seed: int, smoke: bool) -> list[dict[str, Any]]:
-    """``n`` configs of BENCH_SPEC's space as random search draws them (RandomSampler(seed)), with
-    its fixed values; the training seed is the config's index."""
-    import yaml
-
-    from bench.quality.tasks import random_configs
-
-    spec = yaml.safe_load(BENCH_SPEC.read_text())
-    tiny = {"train_subset": 256, "val_subset": 200, "epochs": 1} if smoke else {}
-    return [{**spec["fixed"], **config, **tiny, "seed": i} for i, config in enumerate(random_configs(spec["space"], n, seed))]
-
-
-def key_pairs(key: str, group: str, moved: Callable[[list[dict[str, Any]]], list[dict[str, Any]]], smoke: bool) -> dict[str, Any]:
-    """Configs of BENCH_SPEC (12,000 images, 6 epochs, one thread) trained with the boolean
-    objective key ``key`` off and on in one process, the order alternating per config, after a
-    throw-away run: 16 drawn by RandomSampler(0) ("random") and 6 other draws (RandomSampler(1))
-    ``moved`` into ``group``. Returns each group's per-config runs and figures, and the table."""
-    drawn, second = pair_configs(2 if smoke else 16, 0, smoke), moved(pair_configs(2 if smoke else 6, 1, smoke))
-    train_with(drawn[0], key, True)  # imports, torch._dynamo on the optimizer's first use, the IDX files unzipped
-    out: dict[str, Any] = {"rows": []}
-    for name, configs in (("random", drawn), (group, second)):
-        per = []
-        for i, config in enumerate(configs):
-            got = {value: train_with(config, key, value) for value in ((False, True) if i % 2 == 0 else (True, False))}
-            off, on = got[False], got[True]
-            per.append({"group": name, "config": config, "off": off, "on": on})
-            knob = f"beta2 {config['beta2']:.3f}" if config["optimizer"] == "adamw" else f"momentum {config['momentum']:.2f}"
-            what = f"{config['optimizer']}, lr {config['lr']:.2g}, {knob}, batch {config['batch_size']}"
-            val = f"{100 * off['val_acc']:.2f} / {100 * on['val_acc']:.2f}"
-            out["rows"].append([f"{name} {i}", what, f"{off['s']:.2f}", f"{on['s']:.2f}", f"{ratio(on['s'], off['s']):.2f}", val])
-            print(f"  {out['rows'][-1]}", flush=True)
-        out[name] = {"per": per, "figures": pair_figures(per)}
-    return out
-
-
-def pair_figures(per: list[dict[str, Any]]) -> dict[str, Any]:
-    ratios = [ratio(x["on"]["s"], x["off"]["s"]) for x in per]
-    total_off, total_on = sum(x["off"]["s"] for x in per), sum(x["on"]["s"] for x in per)
-    return {
-        "configs": len(per),
-        "total_s_off": total_off,
-        "total_s_on": total_on,
-        "ratio_total_on_to_off": ratio(total_on, total_off),
-        "median_ratio_on_to_off": median(ratios),
-        "min_ratio_on_to_off": min(ratios),
-        "max_ratio_on_to_off": max(ratios),
-        "configs_sped_up_over_20_percent": sum(r < 0.8 for r in ratios),
-    }
-
-
-class _LastValAcc:
-    """The minimal reporter of a hand-written script: the objective calls report() once per epoch."""
-
-    val_acc = float("nan")
-
-    def report(self, epoch: int, metrics: dict[str, float]) -> None:
-        self.val_acc = metrics["val_acc"]
-
-
-def train_with(config: dict[str, Any], key: str, value: bool) -> dict[str, float]:
-    """One training of the built-in objective with ``key`` set to ``value``: seconds and the last val_acc."""
-    from objectives.image_classification import train
-
-    reporter = _LastValAcc()
-    with Timer() as t:
-        train({**config, key: value}, reporter)
-    return {"s": t.s, "val_acc": reporter.val_acc}
 
 
 # ---------------------------------------------------------------------------- a hand-written Optuna script on the toy objective

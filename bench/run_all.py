@@ -30,11 +30,7 @@ from bench.common import RESULTS, ROOT
 
 ORDER = (  # the status table's rows and the order run() runs them in
     "search_quality",
-    "objective_vs_textbook",
     "orchestration",
-    "busy_machine",
-    "denormals",
-    "fused_optimizer",
     "parallel_slots",
     "growth",
     "gpu",

@@ -65,11 +65,13 @@ Standalone: `python -m hpsearch.objectives.image_classification dataset=digits m
 | threads             | none      | torch.set_num_threads (per process)                                   |
 | fused_optimizer     | true      | sgd/adam/adamw: PyTorch's fused kernel, on CUDA and CPU. On CPU the   |
 |                     |           | default is a loop of small ops per parameter, a large part of a small |
-|                     |           | batch's step (bench/fused_optimizer.py); false = PyTorch's default    |
+|                     |           | batch's step (docs/experiments/2026-12-fused-optimizer.md); false =   |
+|                     |           | PyTorch's default                                                     |
 | flush_denormal      | true      | CPU: treat subnormal floats as zero (torch.set_flush_denormal). Adam's |
 |                     |           | second moments of dead ReLU units decay into subnormals, whose math   |
-|                     |           | is slow on x86: up to 1.8x as long with fused_optimizer false (bench/ |
-|                     |           | denormals.py); the fused kernels mostly avoid it                      |
+|                     |           | is slow on x86: up to 1.8x as long with fused_optimizer false         |
+|                     |           | (docs/experiments/2026-12-denormals.md); the fused kernels mostly     |
+|                     |           | avoid it                                                              |
 | processes           | 1         | data-parallel ranks (DDP; gloo on CPU, one GPU each with NCCL); each   |
 |                     |           | trains on batch_size samples of a global batch of batch_size*processes |
 | evaluate_test       | false     | report test_acc/test_loss on the dataset's test split at the end      |

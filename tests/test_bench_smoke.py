@@ -17,17 +17,9 @@ KEYS = {"name", "title", "headline", "command", "date", "duration_s", "machine",
 MACHINE_KEYS = {"nproc", "cpu", "torch", "optuna", "ray", "load_avg_1_5_15"}
 # script -> figures a reader of BENCHMARKS.md needs from it
 FIGURES = {
-    "objective_vs_textbook": {
-        "digits_mlp",
-        "accuracy_within_1_point",  # a tiny Fashion-MNIST row too, where Debian's files are
-        *(["fashion_mnist_cnn"] if Path("/usr/share/datasets/fashion-mnist").is_dir() else []),
-    },
     "orchestration": {"hpsearch_over_optuna", "hpsearch_ms_per_trial", "optuna_ms_per_trial", "cli_run_1_trial_s"},
-    "busy_machine": {"quiet_s", "busy_s", "slowdown", "busy_processes"},
     "parallel_slots": {"trials_per_hour_1_slot", "trials_per_hour_2_slots", "speedup"},
     "growth": {"growth_ratio"},
-    "denormals": {"random", "corner", "configs_same_val_acc"},
-    "fused_optimizer": {"random", "small", "mean_val_acc_change", "median_ratio_by_batch_size"},
     "gpu": {"combinations", "fastest"},
     "gpu_packing": {"auto_over_1", "medians", "runs"},
 }

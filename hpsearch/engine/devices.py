@@ -24,7 +24,7 @@ PROBE_TIMEOUT_S = 120  # importing torch and creating a CUDA context per GPU, on
 THREADS_ENV = "HPSEARCH_THREADS"  # a slot's thread share, for a torch that was imported before OMP_NUM_THREADS applied
 # OpenMP threads that wait for work spin on their core (GNU OpenMP: up to 300,000 spins) unless told
 # to sleep. Beside two busy processes on 2 cores the quickstart took 4.8x its quiet time spinning,
-# 3.1x sleeping (measured for the issue; bench/busy_machine.py reruns it). libgomp reads it once,
+# 3.1x sleeping (measured for the issue; docs/experiments/2026-12-busy-machine.md). libgomp reads it once,
 # when torch loads it: set it before torch is imported.
 WAIT_POLICY = {"OMP_WAIT_POLICY": "PASSIVE"}
 

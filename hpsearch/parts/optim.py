@@ -83,7 +83,7 @@ def build_optimizer(model: nn.Module, config: dict[str, Any], device: torch.devi
     On CUDA one launch per step instead of several per parameter. On CPU PyTorch's default is a
     loop over the parameters, several small ops each, and at small batches that loop is a large
     part of a step: AdamW at batch 32 on the Fashion-MNIST MLP took 0.79x the seconds fused, random
-    configs of that space 0.88x (bench/fused_optimizer.py). Same update rule; the arithmetic is
+    configs of that space 0.88x (docs/experiments/2026-12-fused-optimizer.md). Same update rule; the arithmetic is
     ordered differently, so a run can part from the unfused one at the rounding level."""
     groups = param_groups(model, float(setting(config, "weight_decay")), bool(setting(config, "wd_norm_bias")))
     name = setting(config, "optimizer")
