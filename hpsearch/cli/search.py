@@ -1,4 +1,4 @@
-"""Searching: run, worker, validate, lr-find."""
+"""Searching: init, run, worker, validate, lr-find."""
 
 from __future__ import annotations
 
@@ -68,6 +68,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from hpsearch.tools.init_spec import init
+
+    command = args.script[1:] if args.script[:1] == ["--"] else args.script
+    print(init(command, Path(args.out), force=args.force, probe_s=args.probe))
+    return 0
+
+
 def cmd_lr_find(args: argparse.Namespace) -> int:
     from hpsearch.tools import lrfind
 
@@ -85,6 +93,24 @@ def cmd_lr_find(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Any) -> None:
+    p = sub.add_parser(
+        "init",
+        help="write a starter spec for a training script, from its --help (and a short probe run)",
+        description=(
+            "Reads the script's options from its --help (argparse, click, typer, Hydra): names, defaults, types, booleans "
+            "(flags without a value, --no- pairs). Writes a commented spec: the flag style the help shows, the flags as fixed: "
+            "at their defaults, search ranges for names it recognises (lr, learning_rate, weight_decay, batch_size, dropout, "
+            "momentum, warmup*), and the metric to search. --probe S runs the script as it is for S seconds to see which "
+            "metrics and which step it prints; the direction is guessed from the metric's name."
+        ),
+        usage="hpsearch init -o SPEC [--force] [--probe S] -- COMMAND [ARGS ...]",
+    )
+    p.add_argument("-o", "--out", required=True, metavar="SPEC", help="the spec file to write (never overwritten without --force)")
+    p.add_argument("--force", action="store_true", help="overwrite SPEC if it exists")
+    p.add_argument("--probe", type=positive_float, metavar="S", help="run the script for S seconds to see its metrics and step")
+    p.add_argument("script", nargs=argparse.REMAINDER, metavar="COMMAND", help="the training command, after --: python train.py [args]")
+    p.set_defaults(func=cmd_init)
+
     p = sub.add_parser("run", help="run (or resume) the study a spec describes")
     add_spec_args(p)
     p.add_argument("--trials", type=positive_int, help="total finished trials the study aims for")

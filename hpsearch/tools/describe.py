@@ -6,13 +6,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hpsearch.base.errors import SpecError
 from hpsearch.spec.loader import Spec
 from hpsearch.spec.space import Choice, Const, Float, Int, Param, Space
 from hpsearch.study.storage import outage_limit, redact, sqlite_path
-from hpsearch.trial.command.options import describe
+from hpsearch.trial.command.options import PREFIX, WORK, describe, from_entry
 from hpsearch.trial.objective import load_objective
 
 SHOWN = 3  # sampled configs printed; the rest are only checked
@@ -137,6 +138,8 @@ def describe_spec(spec: Spec, configs: list[dict[str, Any]] | int = SHOWN, check
         )
     for i, config in enumerate(configs):
         lines.append(f"sample {i + 1}: {config}")
+    if spec.objective.startswith(PREFIX) and configs:
+        lines += command_lines(spec, configs[0])
     if check is not None and check.rejected:
         lines.append(f"{check.rejected} of {check.sampled} sampled configs would fail at run time; the objective says:")
         lines += [f"  {line}" for line in check.lines()]
@@ -144,3 +147,28 @@ def describe_spec(spec: Spec, configs: list[dict[str, Any]] | int = SHOWN, check
     elif check is not None and check.hooked:
         lines.append(f"checked {check.sampled} sampled configs with the objective's validate hook: none rejected")
     return "\n".join(lines)
+
+
+def command_lines(spec: Spec, config: dict[str, Any]) -> list[str]:
+    """A command objective: sample 1's exact command line, the folder a trial runs in, and a
+    warning when parallel trials would share the folder their metrics are read from."""
+    import shlex
+
+    from hpsearch.trial.command import trial_argv
+
+    command = from_entry(spec.objective)
+    argv = trial_argv(command, config, {})  # $HPSEARCH_* stay as written: each trial gets its own
+    if command.workdir == "trial":
+        where = (
+            f"workdir: each trial runs in its own folder, {spec.study_dir}/trial-<n>/{WORK} (relative paths in the command: {command.cwd})"
+        )
+    else:
+        where = f"workdir: every trial runs in {command.cwd} (the spec's folder)"
+    lines = [f"argv of sample 1: {shlex.join(argv)}", where]
+    parallel = (spec.resources.workers or 1) > 1 or spec.backend == "ray"
+    if command.logs and command.workdir == "spec" and not Path(command.logs).is_absolute() and parallel:
+        lines.append(
+            f"warning: parallel trials would all write {command.logs} in {command.cwd} and read each other's runs: "
+            "set objective.workdir: trial"
+        )
+    return lines

@@ -1,0 +1,97 @@
+"""``hpsearch init --probe S``: run the script as it is for S seconds and read its output as a
+trial's (trial/command/): which metrics it prints, in which step, and which metric to search."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LOWER = re.compile(r"loss|err|ppl|perplexity|mae|mse|rmse|wer|cer|nll|bpc|bpb|time|fid")
+HIGHER = re.compile(r"acc|f1|auc|precision|recall|map|iou|dice|bleu|rouge|score|top|r2|psnr|ssim")
+HELD_OUT = re.compile(r"^(val|valid|validation|eval|dev|test)|_(val|valid|eval|test)_|average")
+
+
+@dataclass
+class Probe:
+    seconds: float
+    reports: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+    final: dict[str, float] = field(default_factory=dict)
+    unit: str | None = None  # 'epoch N', 'step N'...
+    exit: str | None = None  # how it ended before the time was up, if it did
+
+    def names(self) -> list[str]:
+        return sorted({k for _, m in self.reports for k in m} | set(self.final))
+
+    def steps(self) -> list[int]:
+        return [s for s, _ in self.reports]
+
+
+def runnable(argv: list[str]) -> list[str]:
+    return [sys.executable, *argv[1:]] if argv and argv[0] in ("python", "python3") else list(argv)
+
+
+def probe(argv: list[str], cwd: Path, seconds: float) -> Probe:
+    """Run the command as it is for ``seconds`` (then end its process group) and read its output as a trial's."""
+    from hpsearch.trial.command import MetricReader
+    from hpsearch.trial.command.options import Command
+
+    result = Probe(seconds)
+
+    class Sink:
+        trial_dir: Path | None = None
+        checkpoint_path: Path | None = None
+        resume_from: Path | None = None
+
+        def report(self, step: int, metrics: dict[str, float]) -> None:
+            result.reports.append((step, metrics))
+
+    with tempfile.TemporaryDirectory(prefix="hpsearch-probe-") as folder:
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "HPSEARCH_TRIAL_DIR": folder, "HPSEARCH_TB_DIR": f"{folder}/script_tb"}
+        env["HPSEARCH_FINAL"], env["HPSEARCH_CONFIG"] = "0", "{}"
+        reader = MetricReader(Command(argv, str(cwd)), Path(folder) / "script_tb", Sink())
+        proc = subprocess.Popen(
+            runnable(argv), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+        )
+        lines: list[str] = []
+        thread = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
+        thread.start()
+        thread.join(seconds)
+        if thread.is_alive():  # still running at the deadline: enough seen
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        elif proc.wait() != 0:
+            last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+            result.exit = f"exited with status {proc.returncode}" + (f": {last}" if last else "")
+        proc.wait()
+        thread.join(5)
+        for line in list(lines):
+            reader.line(line.rstrip("\n"))
+        reader.steps.end()
+    result.final, result.unit = dict(reader.final_line or {}), reader.steps.unit
+    return result
+
+
+def pick_metric(names: list[str]) -> str | None:
+    """A held-out loss, else a held-out metric, else any loss, else the first name."""
+    held = [n for n in names if HELD_OUT.search(n.lower())]
+    for group in (held, names):
+        losses = [n for n in group if "loss" in n.lower()]
+        if losses:
+            return losses[0]
+        if group:
+            return group[0]
+    return None
+
+
+def direction(metric: str) -> str:
+    name = metric.lower()
+    return "maximize" if HIGHER.search(name) and not LOWER.search(name) else "minimize"
