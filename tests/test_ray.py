@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
+import signal
 from collections.abc import Iterator
 from itertools import combinations
 from pathlib import Path
@@ -17,36 +16,23 @@ from optuna.trial import TrialState
 
 from hpsearch.spec.loader import load_spec
 from tests.conftest import ROOT, cli, free_port
+from tests.raycluster import RayCluster
+from tests.test_reliability import start_run, wait_for
 
 RECORD = ROOT / "tests" / "fixtures" / "record.py"
-RAY = Path(sys.executable).parent / "ray"
+RESUMABLE = ROOT / "tests" / "fixtures" / "resumable.py"
 
 
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
-    """One head node for the module: Ray takes many seconds to start on 2 cores."""
-    port = free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    subprocess.run(
-        [
-            str(RAY),
-            "start",
-            "--head",
-            f"--port={port}",
-            "--num-cpus=2",
-            "--num-gpus=4",
-            "--include-dashboard=false",
-            "--disable-usage-stats",
-        ],
-        check=True,
-        capture_output=True,
-        env=env,
-        timeout=180,
-    )
+    """One head node for the module: Ray takes many seconds to start on 2 cores. Stopped after the module,
+    its processes only (``ray stop`` would end every Ray here), and checked gone."""
+    cluster = RayCluster(free_port(), "--num-gpus=4")
+    cluster.start()
     try:
-        yield f"127.0.0.1:{port}"
+        yield cluster.address
     finally:
-        subprocess.run([str(RAY), "stop", "--force"], capture_output=True, timeout=120, check=False)
+        cluster.stop()
 
 
 def study_trials(spec_path: Path) -> list[optuna.trial.FrozenTrial]:
@@ -54,6 +40,8 @@ def study_trials(spec_path: Path) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=spec.study, storage=spec.storage_url).get_trials()
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_concurrent_ray_trials_get_distinct_gpus(ray_address, tmp_path):
     record = tmp_path / "rec.jsonl"
     spec = tmp_path / "gpus.yaml"
@@ -83,6 +71,8 @@ space:
     assert sorted(t.state for t in study_trials(spec)) == [TrialState.COMPLETE] * 8
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_a_real_ray_study_prunes_with_asha_and_lands_in_the_optuna_storage(ray_address, tmp_path):
     out = tmp_path / "runs"
     spec = tmp_path / "rayq.yaml"
@@ -128,6 +118,8 @@ space:
     assert json.dumps(doc).count(str(best.user_attrs["config"]["lr"])) >= 1
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_a_misnamed_metric_stops_a_ray_study_at_once(ray_address, tmp_path):
     """As on the Optuna backend: a bug, not bad luck. With max_failures off, Ray would otherwise ask
     for failed trials again, round after round."""
@@ -235,11 +227,11 @@ def test_trial_resources_follow_the_spec_and_the_cluster():
     assert trial_resources(Spec(study="r", resources={"gpus_per_trial": 0.25}), cluster_gpus=1)["gpu"] == 0.25
 
 
+@pytest.mark.ray
+@pytest.mark.slow
 def test_a_ray_trial_whose_worker_is_killed_resumes_from_its_checkpoint(ray_address, tmp_path):
     """kill -9 of the Ray worker running a trial mid-way: the trial fails as a dead process, its config is
     retried in the next round and continues from the trial folder's checkpoint (epochs 1-3, then 3-5)."""
-    from tests.test_reliability import start_run, wait_for
-    from tests.test_resume import RESUMABLE
 
     out = tmp_path / "runs"
     spec = tmp_path / "rayk.yaml"
@@ -284,3 +276,36 @@ def test_an_outcome_reads_back_from_ray_error_text_whatever_the_quoting():
         assert Recorder.from_error(error) == ended
     broken = Recorder.from_error("TrialEnded: hpsearch-outcome<bm90IGpzb24=>hpsearch-outcome")  # base64 of "not json"
     assert broken is not None and broken["state"] == "failed"  # the generic failure line, not a traceback
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_sigterm_of_a_ray_driver_fails_and_queues_its_trials_exit_143(ray_address, tmp_path):
+    """A job scheduler's stop, as Ctrl-C (tests/test_ray_kills.py): Ray's core worker puts its own SIGTERM handler
+    in place at ray.init (a stack dump, exit 1, the trials left RUNNING); the run's own must win."""
+    out = tmp_path / "runs"
+    spec = tmp_path / "rayt.yaml"
+    spec.write_text(f"""
+study: rayt
+objective: "{RESUMABLE}:user"
+output: {out}
+backend: ray
+budget: {{trials: 3}}
+ray: {{address: "{ray_address}", scheduler: fifo}}
+resources: {{gpus_per_trial: 0}}
+fixed: {{epochs: 3, count: {out}/epochs.log, marker: {out}/hang, hang_at: 2}}
+space:
+  lr: {{float: [0.01, 0.1], log: true}}
+""")
+    proc = start_run(spec)
+    wait_for(lambda: (out / "hang").exists() and (out / "hang").read_text(), 180, proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "SIGTERM received" not in err
+    trials = study_trials(spec)
+    cut = [t for t in trials if t.state == TrialState.FAIL]
+    assert cut and all(t.user_attrs["reason"] == "interrupted" for t in cut)
+    queued = [t for t in trials if t.state == TrialState.WAITING]
+    assert sorted(t.user_attrs["retry_of"] for t in queued) == [t.number for t in cut]  # retried first by the next run
+    assert not [t for t in trials if t.state == TrialState.RUNNING]

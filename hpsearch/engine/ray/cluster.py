@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,6 +43,7 @@ def ray_session(spec: Spec) -> Iterator[LocalRay | None]:
         "runtime_env": {"env_vars": {"RAY_CHDIR_TO_TRIAL_DIR": "0"}},
     }  # trials keep the driver's paths
     address = spec.ray.address
+    on_term = signal.getsignal(signal.SIGTERM)
     try:
         if address:
             use_cluster_token()
@@ -51,6 +54,10 @@ def ray_session(spec: Spec) -> Iterator[LocalRay | None]:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"ray.address {address or '(local)'}: cannot start or join Ray: {first}") from None
+    if on_term is not None and threading.current_thread() is threading.main_thread():
+        # Ray's core worker puts its own SIGTERM handler in place (a stack dump, exit 1, trials left RUNNING):
+        # the run's own must stay (cli/main.py: the running trials failed and queued, exit 143)
+        signal.signal(signal.SIGTERM, on_term)
     print(f"ray: the objective's printed output is in {ray_logs()}/worker-*.out (a command objective's also in <trial dir>/output.log)")
     local = None if address else LocalRay(spec.study_dir)
     try:
