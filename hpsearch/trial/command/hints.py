@@ -15,7 +15,7 @@ from hpsearch.trial.command.style import FlagStyle
 
 ARGUMENT = re.compile(r"argument (\S+?):")
 UNRECOGNIZED = re.compile(r"unrecognized arguments?: (.*)$")
-HYDRA_MISSING = re.compile(r"(?:Could not override '([^']+)'|Key '([^']+)' is not in struct)")
+HYDRA_MISSING = re.compile(r"Could not override '([^']+)'")
 HYDRA_EXISTS = re.compile(r"(?:already at '([^']+)'|Could not append to config\. An item is already at '([^']+)')")
 
 
@@ -28,13 +28,15 @@ def _key_option(key: str, setting: str) -> str:
     return f"objective.flags.keys.{key}.{setting}"
 
 
-def style_hint(last: str, config: dict[str, Any], style: FlagStyle) -> str | None:
-    """A hint for the script's last stderr line, or None when the line is not about its arguments."""
+def style_hint(tail: list[str], config: dict[str, Any], style: FlagStyle) -> tuple[str, str] | None:
+    """(the script's line about its arguments, the hint), from its last stderr lines (Hydra's
+    explanation comes above a last line about HYDRA_FULL_ERROR), or None."""
     names = _passed(config, style)
-    for rule in (_no_value, _needs_value, _unrecognized, _hydra, _boolean_text):
-        hint = rule(last, config, style, names)
-        if hint:
-            return hint
+    for line in reversed([t.strip() for t in tail[-10:] if t.strip()]):
+        for rule in (_no_value, _needs_value, _unrecognized, _hydra, _boolean_text):
+            hint = rule(line, config, style, names)
+            if hint:
+                return line, hint
     return None
 
 
@@ -74,13 +76,15 @@ def _unrecognized(last: str, config: dict[str, Any], style: FlagStyle, names: di
         return f"if the script spells it {flags[0].replace('-', '_').replace('__', '--', 1)}: set objective.flags.names: keep"
     if words and all("=" in w and not w.startswith("-") for w in words):
         return "the script takes --name=value flags, not name=value overrides: set objective.flags.form: equals"
+    if flags and style.form != "hydra" and any("." in f for f in flags):
+        return "if the script takes Hydra overrides (name=value): set objective.flags.form: hydra"
     return None
 
 
 def _hydra(last: str, config: dict[str, Any], style: FlagStyle, names: dict[str, str]) -> str | None:
     missing = HYDRA_MISSING.search(last)
     if missing is not None:
-        name = missing.group(1) or missing.group(2)
+        name = missing.group(1)
         key = names.get(name, name)
         return f"{name} is not in the script's config: set {_key_option(key, 'new')}: true to pass +{name}=..."
     exists = HYDRA_EXISTS.search(last)

@@ -130,11 +130,10 @@ def _number(text: str | None) -> float | None:
 
 
 def read_dict(text: str) -> Line | None:
-    """A JSON object or a Python dict repr on the line (from its first ``{``), else None."""
-    start = text.find("{")
-    if start < 0 or not text.rstrip().endswith("}"):
+    """A line that is a JSON object or a Python dict repr, else None (a printed ``config: {...}`` is not one)."""
+    body = text.strip()
+    if not (body.startswith("{") and body.endswith("}")):
         return None
-    body = text[start:].strip()
     data = json_object(body)
     if data is None:
         data = _literal(body)

@@ -214,7 +214,9 @@ def _failure(argv: list[str], code: int, tail: list[str], config: dict[str, Any]
     """The script's own last line, and which flag style would pass what it expects when that is the trouble."""
     last = next((line.strip() for line in reversed(tail) if line.strip()), "")
     details = f"command: {shlex.join(argv)}\nexit status: {code}\nlast stderr lines:\n" + "\n".join(tail) + "\n"
-    hint = style_hint(last, config, command.flags) if last else None
+    found = style_hint(tail, config, command.flags) if code > 0 else None
+    hint = found[1] if found else None
+    last = found[0] if found else last  # the line that says what is wrong with the arguments
     if code == 2 and "unrecognized arguments" in last:
         advice = hint or "add them to its argument parser, or drop them from the spec's space/fixed"
         return CommandFailed(f"the script rejects flags the config passes ({last}): {advice}", details)

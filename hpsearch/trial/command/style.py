@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hpsearch.base.text import did_you_mean
+from hpsearch.base.text import closest, did_you_mean
 
 FORMS = ("equals", "space", "hydra")
 NAMES = ("keep", "dashes")
@@ -75,9 +75,8 @@ def _choice(value: Any, allowed: tuple[str, ...], where: str, problems: list[str
     if value in allowed:
         return str(value)
     shown = "a YAML boolean" if isinstance(value, bool) else repr(value)
-    problems.append(
-        f"{where}: must be one of {', '.join(allowed)}, got {shown}{did_you_mean(value, allowed) if isinstance(value, str) else ''}"
-    )
+    near = closest(value, allowed) if isinstance(value, str) else None
+    problems.append(f"{where}: must be one of {', '.join(allowed)}, got {shown}" + (f"; did you mean {near!r}?" if near else ""))
     return None
 
 
