@@ -28,8 +28,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from bench.common import Timer, in_child, interleave, median, parser, ratio, run_optuna, write_result
-from bench.common import write_toy_spec as write_spec
+from bench.common import Timer, interleave, median, parser, ratio, write_result
+from bench.orchestration import in_child, run_optuna, write_spec
 
 CATEGORIES = ("claim", "sampler", "pruner", "reporter", "trial_attrs", "tell", "progress", "other")
 
@@ -63,18 +63,16 @@ def run_hpsearch(trials: int) -> dict[str, Any]:
         spec = load_spec(write_spec(Path(tmp), trials))
         with Timer() as t:
             work(spec, quiet=True, steps=clock)
-    numbers = sorted(clock.ends)
-    intervals = {n: clock.ends[n] - clock.ends[p] for p, n in itertools.pairwise(numbers)}
+    ends = sorted(clock.ends)
+    intervals = {n: clock.ends[n] - clock.ends[p] for p, n in itertools.pairwise(ends)}
     return {"wall_s": t.s, "intervals": intervals, "split": {n: clock.split(n) for n in intervals}}
 
 
 def run_optuna_timed(trials: int) -> dict[str, Any]:
-    """bench.common.run_optuna (orchestration's Optuna script) with a timestamp at the end of every trial."""
+    """bench.orchestration's Optuna script with a timestamp at the end of every trial."""
     stamps: dict[int, float] = {}
     m = run_optuna(trials, callbacks=[lambda study, trial: stamps.__setitem__(trial.number, time.perf_counter())])
-    numbers = sorted(stamps)
-    m["intervals"] = {n: stamps[n] - stamps[p] for p, n in itertools.pairwise(numbers)}
-    return m
+    return m | {"intervals": {n: stamps[n] - stamps[p] for p, n in itertools.pairwise(sorted(stamps))}}
 
 
 def child(variant: str, trials: int) -> dict[str, Any]:
@@ -88,10 +86,7 @@ def child(variant: str, trials: int) -> dict[str, Any]:
 def from_child(variant: str, trials: int) -> dict[str, Any]:
     """A fresh interpreter per run (hpsearch's SQLite settings are process-wide); JSON keys back to trial numbers."""
     m = in_child("bench.growth", variant, trials)
-    m["intervals"] = {int(k): v for k, v in m["intervals"].items()}
-    if "split" in m:
-        m["split"] = {int(k): v for k, v in m["split"].items()}
-    return m
+    return m | {k: {int(n): v for n, v in m[k].items()} for k in ("intervals", "split") if k in m}
 
 
 def window_ms(intervals: dict[int, float], lo: int, hi: int) -> float:
@@ -114,8 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(child(args.child, args.trials)))
         return
     window = 4 if args.smoke else 50  # trials per measuring window
-    if args.smoke:
-        args.trials = 12
+    args.trials = 12 if args.smoke else args.trials
     small, large = (args.trials // 10, args.trials - window)  # the windows start at ~10% and at the end
     windows = {f"{small}": (small, small + window), f"{large}": (large, args.trials)}
     runs = interleave({name: (lambda r, name=name: from_child(name, args.trials)) for name in ("hpsearch", "optuna")}, 1)
@@ -126,12 +120,8 @@ def main(argv: list[str] | None = None) -> None:
         hp = median([window_ms(m["intervals"], lo, hi) for m in runs["hpsearch"]])
         op = median([window_ms(m["intervals"], lo, hi) for m in runs["optuna"]])
         split = {c: median([window_split(m["split"], lo, hi)[c] for m in runs["hpsearch"]]) for c in CATEGORIES}
-        figures[f"at_{label}"] = {
-            "hpsearch_ms_per_trial": hp,
-            "optuna_ms_per_trial": op,
-            "hpsearch_over_optuna": ratio(hp, op),
-            "split_ms": split,
-        }
+        at = {"hpsearch_ms_per_trial": hp, "optuna_ms_per_trial": op, "hpsearch_over_optuna": ratio(hp, op)}
+        figures[f"at_{label}"] = at | {"split_ms": split}
         rows.append([f"trials {lo}-{hi - 1}", f"{hp:.1f}", f"{op:.1f}", f"{ratio(hp, op):.2f}", *(f"{split[c]:.1f}" for c in CATEGORIES)])
     a, b = (figures[f"at_{k}"]["hpsearch_ms_per_trial"] for k in windows)
     figures["growth_ratio"] = ratio(b, a)
