@@ -49,7 +49,7 @@ def propose(key: str, default: Any) -> tuple[dict[str, Any], str] | None:
     if leaf in ("weight_decay", "wd"):
         low, high = (number / 10, number * 10) if number and number > 0 else (1.0e-6, 1.0e-1)
         return {"float": [_round(low), _round(high)], "log": True}, "log scale"
-    if "batch_size" in leaf or leaf == "bs":
+    if ("batch_size" in leaf or leaf == "bs") and not re.search(r"test|eval|val", leaf):  # the training batch only
         size = int(number) if number and number >= 2 else None
         return (
             ({"choice": [size // 2, size, size * 2]}, f"half and twice the default {size}") if size else ({"choice": [16, 32, 64, 128]}, "")

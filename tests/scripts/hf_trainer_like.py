@@ -21,7 +21,9 @@ def string_to_bool(v: str) -> bool:
         return True
     if v.lower() in ("no", "false", "f", "n", "0"):
         return False
-    raise argparse.ArgumentTypeError(f"Truthy value expected: got {v} but expected one of yes/no, true/false, t/f, y/n, 1/0 (case insensitive).")
+    raise argparse.ArgumentTypeError(
+        f"Truthy value expected: got {v} but expected one of yes/no, true/false, t/f, y/n, 1/0 (case insensitive)."
+    )
 
 
 def eval_loss(lr: float, warmup: float, epoch: int) -> float:
@@ -44,7 +46,9 @@ def main() -> None:
             sys.stderr.write(f"\r{100 * step // steps:3d}%|{'█' * step}{' ' * (steps - step)}| {step}/{steps} [00:00<00:00, 50.0it/s]")
             if step < steps:
                 lr_now = args.learning_rate * (1 - at / epochs)
-                print({"loss": round(eval_loss(args.learning_rate, args.warmup_ratio, epoch) + 0.2, 4), "learning_rate": lr_now, "epoch": at})
+                print(
+                    {"loss": round(eval_loss(args.learning_rate, args.warmup_ratio, epoch) + 0.2, 4), "learning_rate": lr_now, "epoch": at}
+                )
         time.sleep(0.005)
         sys.stderr.write("\n")
         val = eval_loss(args.learning_rate, args.warmup_ratio, epoch)

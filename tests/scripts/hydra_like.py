@@ -46,14 +46,21 @@ def override(config: dict, arg: str) -> None:
     if new and path[-1] in node:
         fail(f"Could not append to config. An item is already at '{key.lstrip('+')}'.")
     if not new and path[-1] not in node:
-        fail(f"Could not override '{key}'.", f"To append to your config use +{arg}", f"Key '{path[-1]}' is not in struct", f"    full_key: {key}")
+        fail(
+            f"Could not override '{key}'.",
+            f"To append to your config use +{arg}",
+            f"Key '{path[-1]}' is not in struct",
+            f"    full_key: {key}",
+        )
     node[path[-1]] = yaml.safe_load(text)
 
 
 def main() -> None:
     if "--help" in sys.argv[1:]:
         print("hydra_like is powered by Hydra.\n\n== Config ==\nOverride anything in the config (foo.bar=value)\n")
-        print(yaml.safe_dump(CONFIG, sort_keys=False) + "\nPowered by Hydra (https://hydra.cc)\nUse --hydra-help to view Hydra specific help")
+        print(
+            yaml.safe_dump(CONFIG, sort_keys=False) + "\nPowered by Hydra (https://hydra.cc)\nUse --hydra-help to view Hydra specific help"
+        )
         return
     config = {k: dict(v) for k, v in CONFIG.items()}
     for arg in sys.argv[1:]:

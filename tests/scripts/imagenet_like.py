@@ -27,14 +27,18 @@ def main() -> None:
     parser.add_argument("-b", "--batch-size", default=256, type=int, metavar="N", help="mini-batch size (default: 256)")
     parser.add_argument("--lr", "--learning-rate", default=0.1, type=float, metavar="LR", help="initial learning rate", dest="lr")
     parser.add_argument("--momentum", default=0.9, type=float, metavar="M", help="momentum")
-    parser.add_argument("--wd", "--weight-decay", default=1e-4, type=float, metavar="W", help="weight decay (default: 1e-4)", dest="weight_decay")
+    parser.add_argument(
+        "--wd", "--weight-decay", default=1e-4, type=float, metavar="W", help="weight decay (default: 1e-4)", dest="weight_decay"
+    )
     parser.add_argument("--pretrained", dest="pretrained", action="store_true", help="use pre-trained model")
     parser.add_argument("--amp", action=argparse.BooleanOptionalAction, default=True, help="mixed precision")
     args = parser.parse_args()
     for epoch in range(args.epochs):
         top1 = acc1(args.lr, args.weight_decay, args.pretrained, args.amp, epoch)
         for i in (0, 10, 20):
-            print(f"Epoch: [{epoch}][{i:3d}/50]\tTime  0.123 ( 0.130)\tLoss {7 - top1 / 20:.4e} ({7 - top1 / 20:.4e})\tAcc@1 {top1 - 5:6.2f} ({top1 - 6:6.2f})")
+            print(
+                f"Epoch: [{epoch}][{i:3d}/50]\tTime  0.123 ( 0.130)\tLoss {7 - top1 / 20:.4e} ({7 - top1 / 20:.4e})\tAcc@1 {top1 - 5:6.2f} ({top1 - 6:6.2f})"
+            )
         time.sleep(0.005)
         print(f"Test: [ 0/10]\tTime  0.050 ( 0.050)\tLoss {6 - top1 / 20:.4e} ({6 - top1 / 20:.4e})\tAcc@1 {top1:6.2f} ({top1:6.2f})")
         print(f" * Acc@1 {top1:.3f} Acc@5 {min(99.0, top1 + 17):.3f}")

@@ -49,7 +49,7 @@ class Steps:
             self.last.update(metrics)
             return
         self.row.update(metrics)
-        if ready and self._wanted():
+        if ready and metrics and self._wanted():  # a blank line or a step alone reports nothing
             self._report()
 
     def _advance(self, step: int) -> None:
