@@ -71,6 +71,11 @@ def command(module: str) -> str:
     return " ".join([".venv/bin/python -m", module, *(shlex.quote(typed(a)) for a in sys.argv[1:])])
 
 
+def started_as(module: str, argv: list[str] | None) -> str:
+    """``python -m MODULE ARGS`` as this run was started (ARGS: ``argv``, else the command line's)."""
+    return " ".join([f"python -m {module}", *(sys.argv[1:] if argv is None else argv)])
+
+
 def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from bench.common import cpu_model
+from bench.common import cpu_model, started_as
 from bench.fashion_spec import TEST_GOAL as GOAL
 
 
@@ -44,16 +44,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit("the runs differ in more than the seed: one config, several seeds")
     runs = sorted((run for run, _ in read), key=lambda r: str(r["seed"]))
     mean = statistics.fmean(float(r["test_acc"]) for r in runs)  # type: ignore[arg-type]
-    result = {
-        "name": "fashion_seeds",
-        "command": " ".join(["python -m bench.fashion_seeds", *(argv if argv is not None else sys.argv[1:])]),
-        "date": time.strftime("%Y-%m-%d"),
-        "cpu": cpu_model(),
-        "runs": runs,
-        "mean_test_acc": round(mean, 5),
-        "goal": GOAL,
-        "goal_met": mean >= GOAL,
-    }
+    result: dict[str, Any] = {"name": "fashion_seeds", "command": started_as("bench.fashion_seeds", argv)}
+    result |= {"date": time.strftime("%Y-%m-%d"), "cpu": cpu_model(), "runs": runs, "mean_test_acc": round(mean, 5), "goal": GOAL}
+    result["goal_met"] = mean >= GOAL
     for r in runs:
         print(f"seed {r['seed']}: test_acc {float(r['test_acc']):.2%}, val_acc {float(r['val_acc']):.2%}")  # type: ignore[arg-type]
     print(f"mean test_acc {mean:.2%} over {len(runs)} seeds: goal {GOAL:.1%} {'met' if mean >= GOAL else 'not met'}")

@@ -17,11 +17,11 @@ import argparse
 import json
 import os
 import re
-import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from bench.common import RESULTS, ROOT, cpu_model, hpsearch_cli
+from bench.common import RESULTS, ROOT, cpu_model, hpsearch_cli, started_as
 
 SPEC = ROOT / "spaces" / "fashion.yaml"
 FINAL = ["train_subset=null", "epochs=40", "width=32"]  # the spec header's final run: all images, longer, wider
@@ -72,20 +72,11 @@ def main(argv: list[str] | None = None) -> None:
     hpsearch("export", str(SPEC), "-o", str(best), *output, *export, log=log)
     train_s, text = hpsearch("train", str(best), log=log)
     found = dict(re.findall(r"\b(test_acc|val_acc)\b\W+([0-9.]+)", text))
-    result = {
-        "name": "fashion_spec",
-        "command": " ".join(["python -m bench.fashion_spec", *(argv if argv is not None else sys.argv[1:])]),
-        "date": time.strftime("%Y-%m-%d"),
-        "cpu": cpu_model(),
-        "cores": len(os.sched_getaffinity(0)),
-        **searched,
-        "train_wall_s": round(train_s, 1),
-        "train_load_avg_after": [round(x, 2) for x in os.getloadavg()],
-        "export": " ".join(export),
-        "test_acc": float(found["test_acc"]) if "test_acc" in found else None,
-        "val_acc": float(found["val_acc"]) if "val_acc" in found else None,
-        "goal_met": search_s <= SEARCH_LIMIT_S and float(found.get("test_acc", 0)) >= TEST_GOAL,
-    }
+    result: dict[str, Any] = {"name": "fashion_spec", "command": started_as("bench.fashion_spec", argv), "date": time.strftime("%Y-%m-%d")}
+    result |= {"cpu": cpu_model(), "cores": len(os.sched_getaffinity(0)), **searched, "train_wall_s": round(train_s, 1)}
+    result |= {"train_load_avg_after": [round(x, 2) for x in os.getloadavg()], "export": " ".join(export)}
+    result |= {k: float(found[k]) if k in found else None for k in ("test_acc", "val_acc")}
+    result["goal_met"] = search_s <= SEARCH_LIMIT_S and float(found.get("test_acc", 0)) >= TEST_GOAL
     RESULT.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))
 

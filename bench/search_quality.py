@@ -23,12 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import RESULTS, cpu_model
+from bench.common import RESULTS, cpu_model, started_as
 from bench.quality import harness
 from bench.quality.registry import TIERS, available
 
@@ -91,9 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         raise SystemExit(f"unknown method(s) {unknown}; the methods here are {', '.join(found)}")
     t0 = time.perf_counter()
-    print(
-        f"{len(tasks)} tasks x {len(methods)} methods x {len(args.seeds)} seeds, budgets {args.budget}, {args.jobs} processes", flush=True
-    )
+    print(f"{len(tasks)} tasks x {len(methods)} methods x {len(args.seeds)} seeds, budgets {args.budget}, {args.jobs} jobs", flush=True)
     traces = harness.run(tasks, methods, sorted(args.budget), args.seeds, args.jobs)
     summary = harness.summarise(traces, tasks, methods, sorted(args.budget), args.seeds)
     wall = time.perf_counter() - t0
@@ -105,17 +102,9 @@ def main(argv: list[str] | None = None) -> None:
                 for m, r in b["methods"].items()
             )
             print(f"{task:18s} {budget:>4s}: {line}")
-    result = {
-        "command": " ".join(["python -m bench.search_quality", *(argv if argv is not None else sys.argv[1:])]),
-        "tier": args.tier,
-        "seeds": [args.seeds.start, args.seeds.stop],
-        "budgets": sorted(args.budget),
-        "methods": methods,
-        "wall_s": round(wall, 1),
-        "jobs": args.jobs,
-        "cpu": cpu_model(),
-        "tasks": summary,
-    }
+    result = {"command": started_as("bench.search_quality", argv), "tier": args.tier}
+    result |= {"seeds": [args.seeds.start, args.seeds.stop], "budgets": sorted(args.budget), "methods": methods, "wall_s": round(wall, 1)}
+    result |= {"jobs": args.jobs, "cpu": cpu_model(), "tasks": summary}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n")

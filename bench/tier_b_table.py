@@ -21,13 +21,12 @@ import json
 import math
 import os
 import platform
-import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, cpu_model  # standard library only: runs where hpsearch is not installed
+from bench.common import ROOT, cpu_model, started_as  # standard library only: runs where hpsearch is not installed
 
 SPEC = ROOT / "bench" / "spaces" / "bench_fashion.yaml"
 SEEDS = (0, 1)  # training seeds per config
@@ -100,20 +99,16 @@ def _worker_init() -> None:
 def run_job(job: dict[str, Any]) -> dict[str, Any]:
     from objectives.image_classification import train  # the checkout's: hpsearch.objectives exists only where installed
 
-    config = {**job["fixed"], **job["config"], "seed": job["seed"], "threads": 1}
-    recorder = Recorder()
-    t0 = time.perf_counter()
+    recorder, t0 = Recorder(), time.perf_counter()
     row: dict[str, Any] = {k: job[k] for k in ("id", "set", "seed")} | {"config": job["config"]}
     try:
-        out = train(config, recorder)
+        out = train({**job["fixed"], **job["config"], "seed": job["seed"], "threads": 1}, recorder)
         row["final"] = {k: float(v) for k, v in out.items()}
     except Exception as exc:  # a diverging config is data too: its curve so far and the reason
         row["error"] = f"{type(exc).__name__}: {exc}"[:300]
-    row["val_acc"] = [e.get("val_acc", math.nan) for e in recorder.epochs]
-    row["epoch_s"] = [e.get("epoch_time_s", math.nan) for e in recorder.epochs]
-    row["train_loss"] = [e.get("train_loss", math.nan) for e in recorder.epochs]
-    row["seconds"] = time.perf_counter() - t0
-    return row
+    for key, metric in (("val_acc", "val_acc"), ("epoch_s", "epoch_time_s"), ("train_loss", "train_loss")):
+        row[key] = [e.get(metric, math.nan) for e in recorder.epochs]
+    return row | {"seconds": time.perf_counter() - t0}
 
 
 def jobs_for(configs: list[dict[str, Any]], held_out: list[dict[str, Any]], fixed: dict[str, Any]) -> list[dict[str, Any]]:
@@ -156,45 +151,27 @@ def main(argv: list[str] | None = None) -> None:
     jobs = jobs_for(configs, held_out, fixed)
 
     args.out.mkdir(parents=True, exist_ok=True)
-    table = args.out / "table.jsonl.gz"
-    t0 = time.perf_counter()
-    done = failed = 0
-    with gzip.open(table, "wt") as sink, ProcessPoolExecutor(args.jobs, initializer=_worker_init) as pool:
+    t0, done, failed = time.perf_counter(), 0, 0
+    with gzip.open(args.out / "table.jsonl.gz", "wt") as sink, ProcessPoolExecutor(args.jobs, initializer=_worker_init) as pool:
         pending: set[Future[dict[str, Any]]] = set()
         queue = iter(jobs)
-        while True:
+        while True:  # rows as they finish; no new job once --limit-s has passed
             while len(pending) < args.jobs and (args.limit_s is None or time.perf_counter() - t0 < args.limit_s):
-                job = next(queue, None)
-                if job is None:
+                if (job := next(queue, None)) is None:
                     break
                 pending.add(pool.submit(run_job, job))
             if not pending:
                 break
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in finished:
-                row = f.result()
+            for row in (f.result() for f in finished):
                 sink.write(json.dumps(row) + "\n")
                 sink.flush()
-                done += 1
-                failed += "error" in row
-            elapsed = time.perf_counter() - t0
-            print(f"{done}/{len(jobs)} rows ({failed} failed), {elapsed:.0f} s", flush=True)
-    meta = {
-        "spec": str(SPEC.relative_to(ROOT)),
-        "fixed": fixed,
-        "n": n,
-        "m": m,
-        "seeds": list(SEEDS),
-        "rows": done,
-        "rows_planned": len(jobs),
-        "failed": failed,
-        "wall_s": round(time.perf_counter() - t0, 1),
-        "jobs": args.jobs,
-        "cpu": cpu_model(),
-        "python": platform.python_version(),
-        "torch": __import__("torch").__version__,
-        "command": " ".join(["python -m bench.tier_b_table", *(argv if argv is not None else sys.argv[1:])]),
-    }
+                done, failed = done + 1, failed + ("error" in row)
+            print(f"{done}/{len(jobs)} rows ({failed} failed), {time.perf_counter() - t0:.0f} s", flush=True)
+    meta = {"spec": str(SPEC.relative_to(ROOT)), "fixed": fixed, "n": n, "m": m, "seeds": list(SEEDS), "rows": done}
+    meta |= {"rows_planned": len(jobs), "failed": failed, "wall_s": round(time.perf_counter() - t0, 1), "jobs": args.jobs}
+    meta |= {"cpu": cpu_model(), "python": platform.python_version(), "torch": __import__("torch").__version__}
+    meta["command"] = started_as("bench.tier_b_table", argv)
     (args.out / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
     print(json.dumps(meta))
 
