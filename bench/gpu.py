@@ -166,7 +166,6 @@ def main(argv: list[str] | None = None) -> None:
     cuda = torch.cuda.is_available()
     if not cuda and not args.smoke:
         raise SystemExit("bench.gpu: no CUDA device; run it on a machine with a GPU, or use --smoke to check it on CPU")
-    device = torch.device("cuda" if cuda else "cpu")
     if args.smoke:
         args.steps, args.warmup, args.profile_steps, args.batch_size = 2, 1, 2, 8
         args.compile = ["off"]
@@ -176,6 +175,14 @@ def main(argv: list[str] | None = None) -> None:
         torch.backends.cudnn.benchmark = True  # as the objective sets it
         torch.set_float32_matmul_precision("high")
     gpu = torch.cuda.get_device_name(0) if cuda else None
+    results = measure_all(args, torch.device("cuda" if cuda else "cpu"), gpu)
+    write(args, gpu, results)
+
+
+def measure_all(args: Any, device: Any, gpu: str | None) -> dict[str, dict[str, Any]]:
+    """Every combination of --amp, --channels-last and --compile that the GPU has, by name."""
+    import torch
+
     base = {
         "dataset": "synthetic",
         "synthetic_shape": [3, 32, 32],
@@ -190,14 +197,13 @@ def main(argv: list[str] | None = None) -> None:
         "weight_decay": 5e-4,
         "val_fraction": 0.1,
     }
-    rows, results = [], {}
-    combos = list(itertools.product(args.amp, args.channels_last, args.compile))
+    results: dict[str, dict[str, Any]] = {}
     uncompiled_warm: dict[tuple[str, str], float] = {}
-    for amp, cl, comp in combos:
-        if amp == "bf16" and cuda and not torch.cuda.is_bf16_supported():
+    for amp, cl, comp in itertools.product(args.amp, args.channels_last, args.compile):
+        if amp == "bf16" and gpu and not torch.cuda.is_bf16_supported():
             continue
         cfg = {**base, "amp": amp, "channels_last": cl == "on", "compile": comp == "on"}
-        if cuda:
+        if gpu:
             torch.cuda.reset_peak_memory_stats()
         m = measure(cfg, device, args.steps, args.warmup, args.profile_steps)
         if comp == "off":
@@ -205,37 +211,26 @@ def main(argv: list[str] | None = None) -> None:
         elif (amp, cl) in uncompiled_warm:
             m["compile_s"] = m["warmup_s"] - uncompiled_warm[(amp, cl)]
         peak = peak_tflops(gpu, amp)
-        m["mfu"] = m["tflops_per_s"] / peak if peak else None
+        m.update(amp=amp, channels_last=cl, compile=comp, mfu=m["tflops_per_s"] / peak if peak else None)
         name = f"amp={amp} channels_last={cl} compile={comp}"
         results[name] = m
         print(f"{name}: {m['samples_per_s']:.0f} samples/s, busy {m['busy']}, MFU {m['mfu']}", flush=True)
-        rows.append(
-            [
-                amp,
-                cl,
-                comp,
-                f"{m['samples_per_s']:.0f}",
-                f"{m['step_ms']:.1f}",
-                "-" if m["busy"] is None else f"{100 * m['busy']:.0f}%",
-                f"{m['tflops_per_s']:.1f}",
-                "-" if m["mfu"] is None else f"{100 * m['mfu']:.1f}%",
-                "-" if m.get("compile_s") is None else f"{m['compile_s']:.0f}",
-            ]
-        )
-    fastest = max(results, key=lambda k: results[k]["samples_per_s"])
-    slowest_default = results.get("amp=off channels_last=off compile=off")
-    figures = {
-        "gpu": gpu,
-        "model": args.model,
-        "batch_size": args.batch_size,
-        "steps": args.steps,
-        "combinations": results,
-        "fastest": fastest,
-        "fastest_over_fp32_plain": results[fastest]["samples_per_s"] / slowest_default["samples_per_s"] if slowest_default else None,
-    }
-    notes = [
-        f"Fastest: {fastest}." + (f" {figures['fastest_over_fp32_plain']:.2f}x the fp32, NCHW, eager step." if slowest_default else "")
+    return results
+
+
+def write(args: Any, gpu: str | None, results: dict[str, dict[str, Any]]) -> None:
+    def pct(v: float | None, digits: int) -> str:
+        return "-" if v is None else f"{100 * v:.{digits}f}%"
+
+    rows = [
+        [m["amp"], m["channels_last"], m["compile"], f"{m['samples_per_s']:.0f}", f"{m['step_ms']:.1f}", pct(m["busy"], 0)]
+        + [f"{m['tflops_per_s']:.1f}", pct(m["mfu"], 1), "-" if m.get("compile_s") is None else f"{m['compile_s']:.0f}"]
+        for m in results.values()
     ]
+    fastest = max(results, key=lambda k: results[k]["samples_per_s"])
+    plain = results.get("amp=off channels_last=off compile=off")
+    over_plain = results[fastest]["samples_per_s"] / plain["samples_per_s"] if plain else None
+    figures = {"gpu": gpu, "model": args.model, "batch_size": args.batch_size, "steps": args.steps, "combinations": results}
     best = results[fastest]
     headline = f"fastest {fastest}: {best['samples_per_s']:.0f} samples/s" + (f", MFU {100 * best['mfu']:.0f}%" if best["mfu"] else "")
     write_result(
@@ -244,12 +239,12 @@ def main(argv: list[str] | None = None) -> None:
         f"GPU training step ({args.model}, synthetic 3x32x32, batch {args.batch_size})",
         headline=headline,
         goal="(no target) samples/s, GPU-busy share and MFU per setting",
-        figures=figures,
+        figures={**figures, "fastest": fastest, "fastest_over_fp32_plain": over_plain},
         table={
             "columns": ["amp", "channels_last", "compile", "samples/s", "ms/step", "GPU busy", "TFLOP/s", "MFU", "compile s"],
             "rows": rows,
         },
-        notes=notes,
+        notes=[f"Fastest: {fastest}." + (f" {over_plain:.2f}x the fp32, NCHW, eager step." if over_plain else "")],
     )
 
 

@@ -33,21 +33,29 @@ MEMORY = ROOT / "tests" / "fixtures" / "memory.py"
 PLAN = re.compile(r"plan: GPU (\S+): (\d+) slots?")
 
 
-def run_cli(mode: str, trials: int, most: int, folder: Path, smoke: bool) -> dict[str, Any]:
+FASHION = ROOT / "spaces" / "fashion.yaml"
+# --smoke: the torch-free fixture on a fake GPU, the code path and not a measurement
+SMOKE_SETS = [f"objective={MEMORY}:objective", "fixed.epochs=1", "fixed.sleep=0.1"]
+FAKE_GPU = {"HPSEARCH_FAKE_GPUS": "1", "HPSEARCH_FAKE_GPU_MEM_MB": "24000"}
+
+
+def run_cli(
+    mode: str, trials: int, most: int, folder: Path, spec: Path = FASHION, extra: list[str] | None = None, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """`hpsearch run SPEC` on every visible GPU, `trials_per_gpu: MODE`, pruning off: the run's
+    figures, and where its study is (bench.gpu_check reads its trials)."""
     import optuna
 
     study = f"pack-{mode}-{time.monotonic_ns()}"
     sets = ["pruner.name=none", "budget.timeout=36000", "budget.max_failures=5", "resources.workers=null", "resources.gpus_per_trial=1"]
-    sets += [f"resources.trials_per_gpu={mode}", f"resources.trials_per_gpu_max={most}"]
-    env = {}
-    if smoke:  # the fake GPU and the torch-free fixture: the code path, not a measurement
-        sets += [f"objective={MEMORY}:objective", "fixed.epochs=1", "fixed.sleep=0.1"]
-        env = {"HPSEARCH_FAKE_GPUS": "1", "HPSEARCH_FAKE_GPU_MEM_MB": "24000"}
-    args = ["run", str(ROOT / "spaces" / "fashion.yaml"), "--trials", str(trials), "--study", study, "--output", str(folder)]
+    sets += [f"resources.trials_per_gpu={mode}", f"resources.trials_per_gpu_max={most}", *(extra or [])]
+    args = ["run", str(spec), "--trials", str(trials), "--study", study, "--output", str(folder)]
     stdout, seconds = hpsearch_cli(*args, sets=sets, env=env)
+    print(stdout[-6000:], flush=True)  # the plan lines and trial lines, for the log
+    storage = f"sqlite:///{folder / study / 'study.db'}"
     done = [
         tr
-        for tr in optuna.load_study(study_name=study, storage=f"sqlite:///{folder / study / 'study.db'}").get_trials()
+        for tr in optuna.load_study(study_name=study, storage=storage).get_trials()
         if tr.state.is_finished() and tr.state != optuna.trial.TrialState.FAIL
     ]
     epochs = sum(int(tr.user_attrs.get("epochs") or 0) for tr in done)
@@ -62,6 +70,8 @@ def run_cli(mode: str, trials: int, most: int, folder: Path, smoke: bool) -> dic
         "oom_retries": sum(int(tr.user_attrs.get("oom_retries") or 0) for tr in done),
         "peak_mem_mb_max": max(peaks, default=None),
         "plan_lines": [line.strip() for line in stdout.splitlines() if "plan: GPU" in line],
+        "study": study,
+        "storage": storage,
     }
 
 
@@ -80,39 +90,33 @@ def main(argv: list[str] | None = None) -> None:
         gpu = f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}"
     else:
         args.trials, args.repeats = 1, 1
+    extra, env = (SMOKE_SETS, FAKE_GPU) if args.smoke else ([], None)
     with tempfile.TemporaryDirectory(prefix="hpsearch-packing-") as tmp:
-        runs = interleave(
-            {m: (lambda r, m=m: run_cli(m, args.trials, args.max, Path(tmp), args.smoke)) for m in ("1", "auto")}, args.repeats
-        )
+        variants = {m: (lambda r, m=m: run_cli(m, args.trials, args.max, Path(tmp), extra=extra, env=env)) for m in ("1", "auto")}
+        runs = interleave(variants, args.repeats)
+    report(args, runs, gpu, "GPU packing: auto vs one trial per GPU", "(no target) trials per hour, auto vs 1 per GPU")
+
+
+def report(args: Any, runs: dict[str, list[dict[str, Any]]], gpu: str | None, title: str, goal: str, least: float | None = None) -> Path:
+    """OUT/gpu_packing.json from runs of "1" and "auto" (ARGS: a bench parser's, with trials, repeats
+    and max); goal_met: auto's trials per hour >= LEAST x 1's, where LEAST is given."""
     med = {m: {k: median([r[k] for r in rs]) for k in ("wall_s", "trials_per_hour", "epochs_per_hour")} for m, rs in runs.items()}
     speedup = ratio(med["auto"]["trials_per_hour"], med["1"]["trials_per_hour"])
     most = max(r["most_slots_per_gpu"] for r in runs["auto"])
     rows = [
-        [
-            m,
-            f"{med[m]['wall_s']:.0f}",
-            f"{med[m]['trials_per_hour']:.0f}",
-            f"{med[m]['epochs_per_hour']:.0f}",
-            max(r["most_slots_per_gpu"] for r in rs),
-        ]
-        + [sum(r["oom_retries"] for r in rs)]
+        [m, *(f"{med[m][k]:.0f}" for k in ("wall_s", "trials_per_hour", "epochs_per_hour"))]
+        + [max(r["most_slots_per_gpu"] for r in rs), sum(r["oom_retries"] for r in rs)]
         for m, rs in runs.items()
     ]
-    write_result(
+    figures = {"gpu": gpu, "trials": args.trials, "repeats": args.repeats, "trials_per_gpu_max": args.max, "auto_over_1": speedup}
+    return write_result(
         args,
         "gpu_packing",
-        "GPU packing: auto vs one trial per GPU",
+        title,
         headline=f"auto: {speedup:.2f}x the trials per hour of 1 per GPU (up to {most} slots per GPU)",
-        goal="(no target) trials per hour, auto vs 1 per GPU",
-        figures={
-            "gpu": gpu,
-            "trials": args.trials,
-            "repeats": args.repeats,
-            "trials_per_gpu_max": args.max,
-            "auto_over_1": speedup,
-            "medians": med,
-            "runs": runs,
-        },
+        goal=goal,
+        goal_met=None if least is None else speedup >= least,
+        figures={**figures, "medians": med, "runs": runs},
         table={"columns": ["trials_per_gpu", "wall s", "trials/h", "epochs/h", "most slots per GPU", "OOM retries"], "rows": rows},
     )
 
