@@ -131,7 +131,10 @@ def test_bad_command_mapping_is_one_line_per_key(tmp_path: Path) -> None:
         load_spec(spec)
     text = str(err.value)
     assert f"{spec}: objective.command: must be a string or a list of strings" in text
-    assert f"{spec}: objective.metrics: must be one of auto, json, kv, tensorboard, csv, or {{metric: regex}}, got 'csvv'; did you mean 'csv'?" in text
+    assert (
+        f"{spec}: objective.metrics: must be one of auto, json, kv, tensorboard, csv, or {{metric: regex}}, got 'csvv'; did you mean 'csv'?"
+        in text
+    )
     assert f"{spec}: objective.speed: unknown key" in text
     assert f"{spec}: objective.workdir: must be spec (the spec's folder) or trial (a folder per trial), got 'tmp'" in text
     assert f"{spec}: objective.flags.booleans: store_true passes no value; a Hydra override needs one (json, python, int)" in text

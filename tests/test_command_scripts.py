@@ -290,3 +290,35 @@ def test_init_writes_a_spec_that_runs_as_written(tmp_path: Path, case: str) -> N
     done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
     assert len(trials) == 6 and done and all(t.value is not None and 0 < t.value < 10 for t in done)
     assert all(set(t.params) == searched for t in trials)
+
+
+HYPERBAND = """\
+study: iterations
+objective: {command: python nanogpt_like.py, flags: {booleans: python}}
+metric: val_loss
+direction: minimize
+budget: {trials: 8}
+pruner: {name: hyperband, warmup_epochs: 50}   # the first rung at iteration 50; no max_epochs: the first completed trial's last step
+fixed: {max_iters: 300, dropout: 0.1, compile: false}
+space:
+  learning_rate: {float: [1.0e-6, 1.0e-1], log: true}
+warm_start: [{learning_rate: 6.0e-4}, {learning_rate: 6.0e-6}, {learning_rate: 0.06}, {learning_rate: 6.0e-5},
+             {learning_rate: 0.006}, {learning_rate: 3.0e-4}, {learning_rate: 1.0e-5}, {learning_rate: 0.02}]
+"""
+
+
+@pytest.mark.slow
+def test_hyperband_takes_its_resource_in_the_iterations_the_script_prints(tmp_path: Path) -> None:
+    """No max_epochs and no fixed.epochs: Hyperband's maximum is the first completed trial's last step
+    (300), its rungs are iterations 50 and 150, and every pruned trial stops at one of them."""
+    shutil.copy(SCRIPTS / "nanogpt_like.py", tmp_path)
+    (tmp_path / "spec.yaml").write_text(HYPERBAND)
+    ran = cli("run", "spec.yaml", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    trials = study(tmp_path, "iterations").trials
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    pruned = [t for t in trials if t.state == optuna.trial.TrialState.PRUNED]
+    assert done[0].number == 0 and all(sorted(t.intermediate_values) == list(range(0, 301, 50)) for t in done)
+    assert pruned and {max(t.intermediate_values) for t in pruned} <= {50, 150}
+    best = min(done, key=lambda t: t.value or 0.0)
+    assert best.params["learning_rate"] == 6.0e-4

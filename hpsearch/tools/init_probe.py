@@ -29,9 +29,6 @@ class Probe:
     def names(self) -> list[str]:
         return sorted({k for _, m in self.reports for k in m} | set(self.final))
 
-    def steps(self) -> list[int]:
-        return [s for s, _ in self.reports]
-
 
 def runnable(argv: list[str]) -> list[str]:
     return [sys.executable, *argv[1:]] if argv and argv[0] in ("python", "python3") else list(argv)

@@ -14,6 +14,10 @@ from hpsearch.tools.helptext import Help, Option
 from hpsearch.tools.init_probe import Probe, direction, pick_metric
 
 TRIALS = 20  # the starter budget
+FIXED_NOTE = {
+    False: "the script's other flags at the defaults its --help shows",
+    True: "the app's own config (its --help): uncomment to pin a value",
+}
 Row = tuple[str, str]  # (YAML, its comment)
 BOOLEAN_NOTES = {
     "store_true": "--tied or nothing; negatable: --x / --no-x; json: --x=true",
@@ -29,7 +33,7 @@ def yaml_value(value: Any) -> str:
 def render(rows: list[Row]) -> str:
     """Rows with their comments aligned in one column."""
     column = min(max((len(code) for code, note in rows if note), default=0) + 2, 46)
-    return "\n".join(f"{code:<{column}}# {note}".rstrip() if note else code for code, note in rows) + "\n"
+    return "\n".join(f"{code:<{column - 2}}  # {note}".rstrip() if note else code for code, note in rows) + "\n"
 
 
 def option_note(option: Option) -> str:
@@ -124,7 +128,7 @@ def hydra_rows(config: dict[str, Any]) -> tuple[list[Row], list[Row], list[Row]]
             space.append((f"  {key}: {yaml_value(made[0])}", "; ".join(x for x in (path, made[1]) if x)))
             keys.append((f"      {key}: {{name: {path}}}", ""))
         else:
-            fixed.append((f"  # {path}: {yaml_value(value)}", "the app's own value; uncomment to pin it"))
+            fixed.append((f"  # {path}: {yaml_value(value)}", ""))
     flags: list[Row] = [
         ("  flags:", "how a trial's config becomes arguments (docs/your-code.md, Flags)"),
         ("    form: hydra", "name=value overrides; nested fixed: keys become dotted (trainer.max_epochs=10)"),
@@ -132,6 +136,11 @@ def hydra_rows(config: dict[str, Any]) -> tuple[list[Row], list[Row], list[Row]]
     if keys:
         flags += [("    keys:", "a searched key's place in the app's config"), *keys]
     return flags, fixed, space
+
+
+def _header(key: str, rows: list[Row]) -> str:
+    """``fixed:`` over its rows, or ``# fixed:`` when every row is commented out (an empty mapping is null)."""
+    return key if any(not code.lstrip().startswith("#") for code, _ in rows) else f"# {key}"
 
 
 def _leaves(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -159,7 +168,7 @@ def metric_rows(probed: Probe | None) -> tuple[str, list[Row]]:
         (f"direction: {direction(metric)}", "guessed from the name (loss, error, ppl: minimize; acc, f1, auc: maximize)"),
         (f"budget: {{trials: {TRIALS}}}", ""),
     ]
-    steps = sorted(set(probed.steps())) if probed else []
+    steps = sorted({step for step, values in probed.reports if metric in values}) if probed else []  # the metric's own steps
     if probed and probed.unit and "epoch" not in probed.unit and len(steps) >= 2:
         warm = steps[min(2, len(steps) - 1)]
         seen = ", ".join(map(str, steps[:4]))
@@ -194,7 +203,7 @@ def spec_text(argv: list[str], found: Help, probed: Probe | None, out: Path) -> 
         ("  metrics: auto", "JSON, dicts, name=value, 'valid loss 6.12'... each with its step (epoch N, step N)"),
         ("  # workdir: trial", "a folder per trial: for a script that writes logs or checkpoints to fixed paths"),
         *metric_part,
-        *([("fixed:", "the script's other flags at the defaults its --help shows")] + fixed if fixed else []),
+        *([(_header("fixed:", fixed), FIXED_NOTE[found.hydra is not None])] + fixed if fixed else []),
         *([("space:", "proposed for names hpsearch recognises; widen or narrow them")] + space if space else []),
     ]
     searched = [code.split(":")[0].strip() for code, _ in space]

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+LONGEST = 2000  # characters: a longer line (a printed tensor, a config dump) is no report, and not worth the regexes
 STEP_KEYS = ("epoch", "step", "global_step", "iteration", "iter")  # in dicts and CSV columns, first found wins
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf)(?![a-z])"
 STEP = re.compile(
@@ -80,7 +81,9 @@ def read_auto(text: str) -> Line | None:
     if shown is None or NOISE.search(shown):
         return None
     found = read_dict(shown)
-    return found if found is not None else read_pieces(shown)
+    if found is not None or len(shown) > LONGEST:
+        return found
+    return read_pieces(shown)
 
 
 def read_pieces(text: str, pairs: re.Pattern[str] | None = None) -> Line:

@@ -1,0 +1,128 @@
+"""`hpsearch init` (issue #37): the options a script's --help shows (argparse, click, typer, Hydra),
+the ranges proposed, the spec written, and a file never overwritten. The specs running as written
+are in tests/test_command_scripts.py."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hpsearch.cli import main
+from hpsearch.spec.loader import load_spec
+from hpsearch.tools.describe import validate_spec
+from hpsearch.tools.helptext import parse_help
+from hpsearch.tools.init_spec import init
+from hpsearch.tools.init_write import propose
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+TYPER = """
+ Usage: train.py [OPTIONS]
+
+╭─ Options ──────────────────────────────────────────────────────────────────╮
+│ --epochs                    INTEGER  number of epochs [default: 10]        │
+│ --lr                        FLOAT    learning rate [default: 0.001]        │
+│ --batch-size          -b    INTEGER  [default: 32]                         │
+│ --amp           --no-amp             mixed precision [default: amp]        │
+│ --install-completion                 Install completion for the current    │
+│                                      shell.                                │
+│ --help                               Show this message and exit.           │
+╰────────────────────────────────────────────────────────────────────────────╯
+"""
+
+
+def options(text: str) -> dict[str, tuple]:
+    return {o.key: (o.flag, o.takes_value, o.negatable, o.default if o.has_default else None, o.type) for o in parse_help(text).options}
+
+
+def help_of(script: str) -> str:
+    return subprocess.run([sys.executable, str(SCRIPTS / script), "--help"], capture_output=True, text=True, check=True).stdout
+
+
+def test_argparse_help_gives_flags_defaults_and_booleans() -> None:
+    found = options(help_of("mnist_example.py"))
+    assert found["batch_size"] == ("--batch-size", True, False, 64, "int")
+    assert found["lr"] == ("--lr", True, False, 1.0, "float")
+    assert found["dry_run"] == ("--dry-run", False, False, False, "bool")  # store_true: off unless given
+    assert found["log_interval"][3] is None  # its help shows no default
+    imagenet = options(help_of("imagenet_like.py"))
+    assert imagenet["amp"] == ("--amp", False, True, None, "bool")  # BooleanOptionalAction: --amp, --no-amp
+    assert imagenet["wd"][:2] == ("--wd", True) and "help" not in imagenet
+
+
+def test_click_and_typer_help_give_types_and_negatable_pairs() -> None:
+    click = options(help_of("click_train.py"))
+    assert click["batch_size"] == ("--batch-size", True, False, 32, "int")
+    assert click["amp"] == ("--amp", False, True, True, "bool") and click["tied"] == ("--tied", False, False, False, "bool")
+    assert parse_help(help_of("click_train.py")).options[3].choices == ["sgd", "adam"]
+    typer = options(TYPER)
+    assert typer == {
+        "epochs": ("--epochs", True, False, 10, "int"),
+        "lr": ("--lr", True, False, 0.001, "float"),
+        "batch_size": ("--batch-size", True, False, 32, "int"),
+        "amp": ("--amp", False, True, True, "bool"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "default", "entry"),
+    [
+        ("lr", 0.001, {"float": [0.0001, 0.01], "log": True}),
+        ("learning_rate", None, {"float": [1.0e-5, 1.0e-1], "log": True}),
+        ("weight_decay", 0.0, {"float": [1.0e-6, 1.0e-1], "log": True}),
+        ("per_device_train_batch_size", 8, {"choice": [4, 8, 16]}),
+        ("dropout", 0.1, {"float": [0.0, 0.5]}),
+        ("momentum", 0.9, {"float": [0.8, 0.99]}),
+        ("warmup_steps", 500, {"int": [0, 1000]}),
+        ("warmup_ratio", 0.05, {"float": [0.0, 0.2]}),
+        ("test_batch_size", 1000, None),
+        ("epochs", 10, None),
+    ],
+)
+def test_ranges_are_proposed_for_names_hpsearch_recognises(key: str, default: object, entry: dict | None) -> None:
+    made = propose(key, default)
+    assert (made[0] if made else None) == entry
+
+
+def test_a_hydra_app_gets_overrides_with_its_keys_renamed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copy(SCRIPTS / "hydra_like.py", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    said = init(["python", "hydra_like.py"], tmp_path / "search.yaml", probe_s=5)
+    assert "flags form: hydra" in said and "metric val_loss, minimize (seen in the probe)" in said
+    spec = yaml.safe_load((tmp_path / "search.yaml").read_text())
+    assert spec["objective"]["flags"] == {
+        "form": "hydra",
+        "keys": {"lr": {"name": "optimizer.lr"}, "dropout": {"name": "model.dropout"}, "weight_decay": {"name": "optimizer.weight_decay"}},
+    }
+    text = validate_spec(load_spec(tmp_path / "search.yaml"), samples=3)
+    argv = next(line for line in text.splitlines() if line.startswith("argv of sample 1: "))
+    assert "hydra_like.py optimizer.lr=" in argv and " model.dropout=" in argv and "--" not in argv
+
+
+def test_a_script_without_help_still_gets_a_spec_with_its_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nanoGPT's configurator has no --help; the probe still sees `step N: ... val loss` in iterations."""
+    shutil.copy(SCRIPTS / "nanogpt_like.py", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    said = init(["python", "nanogpt_like.py", "--max_iters=100"], tmp_path / "s.yaml", probe_s=5)
+    assert "--help listed no options" in capsys.readouterr().out and "metric val_loss" in said
+    text = (tmp_path / "s.yaml").read_text()
+    spec = yaml.safe_load(text)
+    assert spec["objective"]["command"] == "python nanogpt_like.py --max_iters=100"
+    assert spec["pruner"] == {"warmup_epochs": 100} and "steps are 'step N' here (0, 50, 100" in text
+
+
+def test_init_never_overwrites_without_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "search.yaml"
+    out.write_text("mine\n")
+    assert main(["init", "-o", str(out), "--", "python", str(SCRIPTS / "click_train.py")]) == 2
+    assert f"error: {out} exists; pass --force to overwrite it, or -o another file" in capsys.readouterr().err
+    assert out.read_text() == "mine\n"
+    assert main(["init", "-o", str(out), "--force", "--", "python", str(SCRIPTS / "click_train.py")]) == 0
+    assert "metric: val_loss" in out.read_text() and "next: hpsearch validate" in capsys.readouterr().out
