@@ -30,8 +30,12 @@ class Probe:
         return sorted({k for _, m in self.reports for k in m} | set(self.final))
 
 
-def runnable(argv: list[str]) -> list[str]:
-    return [sys.executable, *argv[1:]] if argv and argv[0] in ("python", "python3") else list(argv)
+def runnable(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """As a trial starts it: ``python`` is hpsearch's interpreter, ``$HPSEARCH_X`` the probe's value."""
+    from hpsearch.trial.command.argv import expand
+
+    words = [expand(a, env or {}) for a in argv]
+    return [sys.executable, *words[1:]] if words and words[0] in ("python", "python3") else words
 
 
 def probe(argv: list[str], cwd: Path, seconds: float) -> Probe:
@@ -51,10 +55,10 @@ def probe(argv: list[str], cwd: Path, seconds: float) -> Probe:
 
     with tempfile.TemporaryDirectory(prefix="hpsearch-probe-") as folder:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "HPSEARCH_TRIAL_DIR": folder, "HPSEARCH_TB_DIR": f"{folder}/script_tb"}
-        env["HPSEARCH_FINAL"], env["HPSEARCH_CONFIG"] = "0", "{}"
+        env.update(HPSEARCH_FINAL="0", HPSEARCH_CONFIG="{}", HPSEARCH_CHECKPOINT=f"{folder}/checkpoint.pt")  # a throw-away trial's
         reader = MetricReader(Command(argv, str(cwd)), Path(folder) / "script_tb", Sink())
         proc = subprocess.Popen(
-            runnable(argv), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+            runnable(argv, env), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
         )
         lines: list[str] = []
         thread = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
