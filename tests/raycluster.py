@@ -28,16 +28,24 @@ def alive(pid: int) -> bool:
         return False
 
 
-def session_processes(session: str) -> list[int]:
+def session_processes(session: str, ray_only: bool = False) -> list[int]:
     """Live processes that hold a file of the Ray session open (its logs, its sockets): every process of
-    that Ray, whenever it started (agents, workers, the head's daemons)."""
+    that Ray, whenever it started (agents, workers, the head's daemons). ``ray_only``: not its drivers
+    (an ``hpsearch run`` joined to a cluster logs there too)."""
     found = []
     for fds in Path("/proc").glob("[0-9]*/fd"):
         pid = int(fds.parent.name)
         with contextlib.suppress(OSError):  # it ended while we looked, or is not ours to read
-            if pid != os.getpid() and any(os.readlink(fd).startswith(session + "/") for fd in fds.iterdir()) and alive(pid):
+            if pid == os.getpid() or not any(os.readlink(fd).startswith(session + "/") for fd in fds.iterdir()):
+                continue
+            if alive(pid) and not (ray_only and is_driver(pid)):
                 found.append(pid)
     return sorted(found)
+
+
+def is_driver(pid: int) -> bool:
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    return b"hpsearch.cli" in argv or b"pytest" in b" ".join(argv)
 
 
 def sessions_in(output: str) -> list[str]:
@@ -45,14 +53,14 @@ def sessions_in(output: str) -> list[str]:
     return SESSION.findall(output)
 
 
-def end_session(session: str, timeout: float = 60) -> list[int]:
+def end_session(session: str, timeout: float = 60, ray_only: bool = False) -> list[int]:
     """SIGKILL what is left of a session (a test that failed half-way); the pids that were left."""
-    left = session_processes(session)
+    left = session_processes(session, ray_only)
     for pid in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     end = time.monotonic() + timeout
-    while session_processes(session) and time.monotonic() < end:
+    while session_processes(session, ray_only) and time.monotonic() < end:
         time.sleep(0.2)
     return left
 
@@ -71,7 +79,8 @@ class RayCluster:
 
     def start(self) -> None:
         args = [str(RAY), "start", "--head", f"--port={self.port}", "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"]
-        subprocess.run([*args, *self.extra], check=True, capture_output=True, env=ENV, timeout=180)
+        # a session of its own: the head's daemons share its process group, and no other process does (``stop``)
+        subprocess.run([*args, *self.extra], check=True, capture_output=True, env=ENV, timeout=180, start_new_session=True)
         for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
             with contextlib.suppress(OSError):
                 argv = cmdline.read_bytes().decode(errors="replace").split("\0")
@@ -86,9 +95,11 @@ class RayCluster:
     def stop(self) -> None:
         """Kill -9 the head and everything of its session, as ``ray stop --force`` does, and wait until they are gone."""
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(os.getpgid(self.head), signal.SIGKILL)  # ray start puts the head's daemons in one process group
-        left = end_session(self.session)  # workers have groups of their own
-        assert not session_processes(self.session), f"Ray processes of {self.session} still run: {left}"
+            group = os.getpgid(self.head)
+            assert group != os.getpgid(0), "the cluster shares this test's process group"
+            os.killpg(group, signal.SIGKILL)
+        left = end_session(self.session, ray_only=True)  # workers have groups of their own
+        assert not session_processes(self.session, ray_only=True), f"Ray processes of {self.session} still run: {left}"
 
     def restart(self) -> None:
         self.stop()

@@ -146,6 +146,7 @@ def test_kill_9_of_a_ray_driver_then_a_rerun_retries_every_cut_config_and_ends_i
     workers = json.loads(cli("status", str(spec), "--json").stdout)["workers"]
     assert len(workers) == 2 and f"{host}:{proc.pid}" in {w["name"] for w in workers}  # the killed driver and the rerun's
     assert max(w["slots"] for w in workers) <= at_once
+    print(f"status: slots {[w['slots'] for w in workers]} with {at_once} at once")
 
 
 @pytest.mark.ray
