@@ -229,7 +229,6 @@ objective:
 metric: val_loss
 direction: minimize
 budget: {trials: 4}
-resources: {workers: 2}
 sampler: {name: random, seed: 1}
 pruner: {name: median, startup_trials: 1, warmup_epochs: 20}
 fixed: {max_epochs: 4}
@@ -248,7 +247,7 @@ def test_a_lightning_shaped_script_with_two_workers_and_a_folder_per_trial(tmp_p
     checked = cli("validate", "spec.yaml", cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert "workdir: each trial runs in its own folder" in checked.stdout and "/trial-<n>/work" in checked.stdout
-    ran = cli("run", "spec.yaml", cwd=tmp_path)
+    ran = cli("run", "spec.yaml", "--workers", "2", cwd=tmp_path)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     trials = study(tmp_path, "lightning").trials
     module = script("lightning_like")
@@ -284,11 +283,11 @@ def test_init_writes_a_spec_that_runs_as_written(tmp_path: Path, case: str) -> N
     assert set(spec["space"]) == searched
     again = cli("init", "-o", "search.yaml", "--", "python", name, cwd=tmp_path)
     assert again.returncode == 2 and "search.yaml exists; pass --force" in again.stderr
-    ran = cli("run", "search.yaml", "--trials", "6", cwd=tmp_path)
+    ran = cli("run", "search.yaml", cwd=tmp_path)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     trials = study(tmp_path, "search").trials
     done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(trials) == 6 and done and all(t.value is not None and 0 < t.value < 10 for t in done)
+    assert len(trials) == 20 and done and all(t.value is not None and 0 < t.value < 10 for t in done)
     assert all(set(t.params) == searched for t in trials)
 
 
