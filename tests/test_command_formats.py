@@ -378,3 +378,13 @@ def test_every_example_line_on_the_formats_page_parses_as_the_page_says(example:
     assert parsed.step == (int(step.group(1)) if step else None)
     assert parsed.inside == ("waits" in says)
     assert parsed.final == ("final" in says)
+
+
+def test_a_metric_printed_without_any_step_says_so(tmp_path: Path) -> None:
+    script = tmp_path / "nosteps.py"
+    script.write_text("for i in range(3):\n    print(f'val_loss={1 / (i + 1):.3f}')\n")
+    entry, _ = parse_mapping({"command": "python nosteps.py"}, tmp_path)
+    outcome = run_trial(load_objective(entry or ""), {}, Reporter(trial_dir=tmp_path / "t"), ["val_loss"])
+    assert outcome.state == FAILED and outcome.contract
+    assert "printed 'val_loss' (the spec's metric:) only on lines without a step" in outcome.reason
+    assert "its last lines: val_loss=1.000 | val_loss=0.500 | val_loss=0.333" in outcome.reason

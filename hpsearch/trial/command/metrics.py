@@ -35,6 +35,7 @@ class Steps:
         self.last: dict[str, float] = {}  # the last reported step's metrics, and what came for it later
         self.carried: dict[str, float] = {}  # metrics of steps that had none of the spec's metrics
         self.seen: set[str] = set()  # every metric name read (for the error when the spec's never shows)
+        self.sent: set[str] = set()  # the metric names of the reports made
         self.unit: str | None = None  # the word of the first step (epoch, step, iter...), for messages
 
     def add(self, step: int | None, metrics: dict[str, float], ready: bool) -> None:
@@ -67,6 +68,7 @@ class Steps:
         assert self.current is not None
         metrics, self.carried = {**self.carried, **self.row}, {}
         self.reported, self.last, self.row = self.current, dict(metrics), {}
+        self.sent.update(metrics)
         self.reporter.report(self.current, metrics)
 
     def end(self) -> None:
@@ -142,7 +144,12 @@ class MetricReader:
         return merged
 
     def found(self) -> list[str]:
+        """Every metric name read, reported or not."""
         return sorted(self.steps.seen | set(self.final_line or {}))
+
+    def delivered(self) -> set[str]:
+        """The metric names in the reports and the final line: what the trial's result can hold."""
+        return self.steps.sent | set(self.final_line or {})
 
 
 def _json_only(text: str) -> Line | None:

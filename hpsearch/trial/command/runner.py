@@ -141,9 +141,15 @@ def run_command(command: Command, config: dict[str, Any], reporter: ScriptReport
 def _check_metrics(reader: MetricReader, names: list[str] | None, recent: list[str]) -> None:
     """A spec metric the script never printed (as hpsearch reads it): one line naming what it did print."""
     found = reader.found()
-    if not names or not set(names).isdisjoint(found):
+    if not names or not set(names).isdisjoint(reader.delivered()):
         return
     wanted = repr(names[0]) if len(names) == 1 else f"any of {names}"
+    stepless = [n for n in names if n in found]
+    if stepless:
+        raise ContractError(
+            f"the script printed {stepless[0]!r} (the spec's metric:) only on lines without a step: print one with it or on a line "
+            f"above it ('epoch 3 {stepless[0]}=0.41', 'step 100: ...'); its last lines: {' | '.join(r.strip() for r in recent)}"
+        )
     if found:
         printed = f"it printed {found}" + (f" (steps from {reader.steps.unit})" if reader.steps.unit else "")
     else:
