@@ -93,39 +93,31 @@ def summarise(traces: dict[Any, Trace], tasks: list[str], methods: list[str], bu
         ref, direction = task.reference(), task.direction
         per_budget: dict[str, Any] = {}
         for budget in budgets:
-
-            def at(method: str, seed: int, b: int = budget, t: str = task_name, r: tuple[float, float] = ref, d: str = direction) -> float:
-                return stats.regret_at(trace_for(traces, t, method, b, seed, budgets), b, r, d)
-
-            rows: dict[str, Any] = {}
-            random_final = np.array([at("random", s) for s in seeds]) if "random" in methods else None
+            runs = {m: [trace_for(traces, task_name, m, budget, s, budgets) for s in seeds] for m in methods}
+            regrets = {m: np.array([stats.regret_at(t, budget, ref, direction) for t in ts]) for m, ts in runs.items()}
             targets = {}
-            if random_final is not None:
-                targets = {"random_median": float(np.median(random_final)), "random_p25": float(np.percentile(random_final, 25))}
-            for method in methods:
-                regrets = np.array([at(method, s) for s in seeds])
-                ts = [trace_for(traces, task_name, method, budget, s, budgets) for s in seeds]
+            if "random" in methods:
+                targets = {"random_median": float(np.median(regrets["random"])), "random_p25": float(np.percentile(regrets["random"], 25))}
+            rows: dict[str, Any] = {}
+            for method, ts in runs.items():
+                mine = regrets[method]
                 row: dict[str, Any] = {
-                    "median_regret": float(np.median(regrets)),
-                    "median_regret_band": stats.bootstrap_median_band(regrets, rng),
+                    "median_regret": float(np.median(mine)),
+                    "median_regret_band": stats.bootstrap_median_band(mine, rng),
                     "pruned_epoch_share": float(np.mean([stats.pruned_at(t, budget) / budget for t in ts])),
                     "sampler_s_per_trial": float(np.mean([t.sampler_s / max(1, t.trials) for t in ts])),
                     "trials": float(np.mean([t.trials for t in ts])),
-                    "regrets": [round(float(r), 5) for r in regrets],  # per seed, in --seeds order: paired tests across tasks
+                    "regrets": [round(float(r), 5) for r in mine],  # per seed, in --seeds order: paired tests across tasks
                 }
-                if random_final is not None:  # a bad search: worse than half of all random searches
-                    row["bad_search_share"] = float(np.mean(regrets > np.median(random_final)))
+                if "random" in methods:  # a bad search: worse than half of all random searches
+                    row["bad_search_share"] = float(np.mean(mine > np.median(regrets["random"])))
                 for label, target in targets.items():
-                    mine = stats.ert(ts, target, budget, ref, direction)
-                    base = stats.ert(
-                        [trace_for(traces, task_name, "random", budget, s, budgets) for s in seeds], target, budget, ref, direction
-                    )
-                    row[f"ert_{label}"] = mine
-                    row[f"ert_speedup_vs_random_{label}"] = base / mine if math.isfinite(mine) and mine > 0 else 0.0
+                    ert, base = (stats.ert(runs[m], target, budget, ref, direction) for m in (method, "random"))
+                    row[f"ert_{label}"] = ert
+                    row[f"ert_speedup_vs_random_{label}"] = base / ert if math.isfinite(ert) and ert > 0 else 0.0
                 row["ert_speedup_vs_random"] = row.get("ert_speedup_vs_random_random_median")
                 if "optuna_default" in methods and method != "optuna_default":
-                    other = [at("optuna_default", s) for s in seeds]
-                    p = stats.paired(list(regrets), other)
+                    p = stats.paired(list(mine), list(regrets["optuna_default"]))
                     row["win_rate_vs_optuna_default"], row["wilcoxon_p"] = p["win_rate"], p["wilcoxon_p"]
                     row["median_regret_diff_vs_optuna_default"] = p["median_diff"]
                 rows[method] = row

@@ -52,9 +52,7 @@ class LiveCurve:
 
         try:
             train(self.config, self)
-        except _Stop:
-            pass
-        except Exception:  # a diverged config: nan from here on (a method sees a failed trial)
+        except Exception:  # _Stop, or a diverged config: nan from here on (a method sees a failed trial)
             pass
         finally:
             self._out.put(None)

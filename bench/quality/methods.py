@@ -158,6 +158,7 @@ def hpsearch_spec(task: Task, budget: int, seed: int, **overrides: Any) -> Any:
     """The Spec a user would write for this task: the space, the budget as full trials, the
     epochs as fixed.epochs; sampler and pruner left to hpsearch's defaults (or ``overrides``)."""
     from hpsearch.spec.loader import Spec
+    from hpsearch.spec.space import parse_space
 
     raw: dict[str, Any] = {
         "study": "bench",
@@ -168,11 +169,7 @@ def hpsearch_spec(task: Task, budget: int, seed: int, **overrides: Any) -> Any:
         "fixed": {"epochs": task.max_epochs},
         "space": task.space,
     }
-    for key in ("pruner", "warm_start"):
-        if key in overrides:
-            raw[key] = overrides[key]
-    from hpsearch.spec.space import parse_space
-
+    raw |= {key: overrides[key] for key in ("pruner", "warm_start") if key in overrides}
     spec = Spec.model_validate(raw)
     spec._tree = parse_space(task.space, "space", [])  # what load_spec sets (the warm start reads it)
     return spec
@@ -212,9 +209,6 @@ class Fidelity:
 
     def curve(self, config: dict[str, Any], epochs: int, seed: int) -> list[float]:
         return list(self.task.curve(config, self.max_epochs, seed))[:epochs]
-
-    def true_value(self, config: dict[str, Any]) -> float:
-        return self.task.true_value(config)
 
 
 def hpsearch_warm(task: Task, budget: int, seed: int) -> Trace:

@@ -103,11 +103,10 @@ class _BohbTrial:
 
 class _BohbController:
     """The parts of Tune's TuneController (ray 2.60) that HyperBandForBOHB and TuneBOHB use, on one
-    worker. ``step`` is one pass of TuneController.step's trial handling: ask the searcher for a
-    trial when none is pending (``max_pending_trials`` is 1 for a searcher without a concurrency
-    limit), stage the trial ``choose_trial_to_run`` picks, then the oldest pending trial if no
-    actor is waiting. The worker, when free, starts the first staged trial: as in Tune, a new
-    trial staged while another trains may run before trials a halving has just resumed."""
+    worker. ``step`` is one pass of TuneController.step: ask the searcher for a trial when none is
+    pending (one ahead), stage the trial ``choose_trial_to_run`` picks, else the oldest pending
+    one. The free worker starts the first staged trial (as in Tune, a new trial staged while
+    another trains may run before trials a halving has just resumed)."""
 
     def __init__(self, scheduler: Any, searcher: Any, new_trial: Any, on_stop: Any) -> None:
         self.scheduler, self.search_alg = scheduler, SimpleNamespace(searcher=searcher)

@@ -29,11 +29,8 @@ def load(path: str) -> dict[str, Any]:
 
 
 def row(r: dict[str, Any], task: str, budget: int, method: str) -> dict[str, Any] | None:
-    try:
-        m: dict[str, Any] = r["tasks"][task]["budgets"][str(budget)]["methods"][method]
-        return m
-    except KeyError:
-        return None
+    found: dict[str, Any] | None = r["tasks"].get(task, {}).get("budgets", {}).get(str(budget), {}).get("methods", {}).get(method)
+    return found
 
 
 def speedups(r: dict[str, Any], tasks: list[str], methods: list[str]) -> str:
