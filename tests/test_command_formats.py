@@ -388,3 +388,24 @@ def test_a_metric_printed_without_any_step_says_so(tmp_path: Path) -> None:
     assert outcome.state == FAILED and outcome.contract
     assert "printed 'val_loss' (the spec's metric:) only on lines without a step" in outcome.reason
     assert "its last lines: val_loss=1.000 | val_loss=0.500 | val_loss=0.333" in outcome.reason
+
+
+def test_workdir_trial_anchors_the_spec_folder_s_paths(tmp_path: Path) -> None:
+    """The script, its config file and data are found from the trial's folder; outputs stay relative."""
+    from hpsearch.trial.command import trial_argv
+
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "conf.yaml").write_text("")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "sgd").mkdir()
+    cmd = command({"command": "python train.py --config=conf.yaml data", "workdir": "trial"}, tmp_path)
+    argv = trial_argv(cmd, {"root": "./data", "optimizer": "sgd", "out_dir": "out/"}, {})
+    assert argv[1:] == [
+        f"{tmp_path}/train.py",
+        f"--config={tmp_path}/conf.yaml",
+        f"{tmp_path}/data",
+        f"--root={tmp_path}/data",
+        "--optimizer=sgd",
+        "--out_dir=out/",
+    ]
+    assert cmd.workdir_for(tmp_path / "trial-3") == tmp_path / "trial-3" / "work"

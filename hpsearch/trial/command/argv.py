@@ -85,6 +85,7 @@ def _flattened(config: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]
     return out
 
 
+PATHLIKE = re.compile(r"/|^\.|\.\w{1,5}$")  # a config string taken for a path: data/, ./data, conf.yaml (not sgd, not a bare word)
 VAR = re.compile(r"\$\{(HPSEARCH_\w+)\}|\$(HPSEARCH_\w+)")
 
 
@@ -113,7 +114,7 @@ def command_line(argv: list[str], config: dict[str, Any], style: FlagStyle, env:
     words = [expand(a, env) for a in argv]
     if base is not None:
         words = [words[0], *(anchored(w, base) for w in words[1:])]
-        config = {k: anchored(v, base) if isinstance(v, str) else v for k, v in config.items()}
+        config = {k: anchored(v, base) if isinstance(v, str) and PATHLIKE.search(v) else v for k, v in config.items()}
     out = words + flags(config, style)
     if out and out[0] in ("python", "python3"):  # hpsearch's own interpreter (its venv), wherever PATH points
         out[0] = sys.executable
