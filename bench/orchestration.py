@@ -1,18 +1,15 @@
 """Orchestration overhead: `hpsearch run` vs a hand-written Optuna script vs Ray Tune, trivial objective.
 
-The objective is tests/fixtures/toy.py (no torch, microseconds per epoch, 3 reports per
-trial), so every second measured is orchestration: start-up, sampling, storage writes,
-pruning calls, TensorBoard files. hpsearch and the Optuna script use the same sampler (TPE,
-seed 0, multivariate, group), the same median pruner and a new SQLite file each. Each is a
-whole process timed from outside, start-up and imports included: `hpsearch run SPEC --quiet`
-against `python script.py`. The Optuna script runs twice: as written (Optuna's SQLite
-defaults: rollback journal, fsync per commit) and with the storage settings hpsearch uses
-(WAL, synchronous=NORMAL), which separates hpsearch's own per-trial work from its storage
-settings. Ray Tune runs with its defaults (random search, FIFO scheduler, a new local
-cluster), fewer trials; its per-trial overhead is Tuner.fit's wall time over the trials (as
-many at once as cores, its default), ray.init left out. Variants are interleaved per repeat; the
+The objective is tests/fixtures/toy.py (no torch, 3 reports per trial), so every second measured
+is orchestration: start-up, sampling, storage writes, pruning calls, TensorBoard files. hpsearch
+and a hand-written Optuna script use the same sampler (TPE, seed 0, multivariate, group), median
+pruner and a new SQLite file each, each a whole process timed from outside. The script runs with
+Optuna's SQLite defaults and with hpsearch's storage settings (WAL, synchronous=NORMAL), which
+separates hpsearch's own per-trial work from its storage settings. Ray Tune runs with its
+defaults (random search, FIFO, a new local cluster) and fewer trials; its per-trial overhead is
+Tuner.fit's wall time over the trials, ray.init left out. Variants are interleaved per repeat,
 figures are medians; `hpsearch --help` and a 1-trial `hpsearch run` time the CLI's start-up.
-bench.growth runs the same toy study (write_spec, run_optuna) at 1,000 trials.
+bench.growth runs the same toy study (write_spec, run_optuna) to 1,000 trials.
 
     .venv/bin/python -m bench.orchestration                # 150 trials, 5 repeats, Ray 24 trials
     .venv/bin/python -m bench.orchestration --smoke

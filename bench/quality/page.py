@@ -1,15 +1,12 @@
 """docs/benchmarks/search-quality.md from bench/quality/page.md: the words are written by hand
 there, each ``@@NAME@@`` line is filled from the committed results (bench/results/).
 
-    .venv/bin/python -m bench.quality.page            # rewrite the docs page
-    .venv/bin/python -m bench.quality.page --check    # exit 1 when the committed page is stale
+    .venv/bin/python -m bench.quality.page     # rewrite the docs page (tests/test_search_quality_page.py: it is current)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,19 +68,10 @@ def render() -> str:
     return text
 
 
-def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--check", action="store_true", help="compare with the committed page instead of writing it")
-    args = p.parse_args(argv)
-    text = render()
-    if args.check:
-        if PAGE.read_text() != text:
-            raise SystemExit(f"{PAGE} is stale: run .venv/bin/python -m bench.quality.page")
-        print(f"{PAGE} is up to date")
-        return
-    PAGE.write_text(text)
+def main() -> None:
+    PAGE.write_text(render())
     print(f"wrote {PAGE}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

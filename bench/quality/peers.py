@@ -103,17 +103,8 @@ def dehb_search(task: Task, budget: int, seed: int) -> Trace:
     with tempfile.TemporaryDirectory() as out:
         # save_freq="end": the end is run()'s, which ask/tell never calls; "incumbent" (the default)
         # wrote history and incumbent files on each new incumbent, 1/3 of DEHB's time here
-        opt = DEHB(
-            cs=cs,
-            min_fidelity=1,
-            max_fidelity=task.max_epochs,
-            eta=3,
-            n_workers=1,
-            seed=seed,
-            output_path=out,
-            log_level="ERROR",
-            save_freq="end",
-        )
+        fidelity = {"min_fidelity": 1, "max_fidelity": task.max_epochs}
+        opt = DEHB(cs=cs, **fidelity, eta=3, n_workers=1, seed=seed, output_path=out, log_level="ERROR", save_freq="end")
 
         def ask() -> tuple[dict[str, Any], float, Any]:
             job = opt.ask()
