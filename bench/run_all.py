@@ -7,9 +7,9 @@ BENCHMARKS.md is written by hand; this replaces only what lies between its marke
 never comes from here): ``<!-- begin generated: status -->``, the goal/status table with one row
 per benchmark, and ``<!-- begin generated: table NAME -->``, NAME's result table (empty while it
 has no result), each up to ``<!-- end generated -->``. Smoke results (--smoke) are never
-rendered; a benchmark without a result reads "not run". The GPU benchmarks exit with a message
-where CUDA is absent; their failure does not fail the run. Closed studies are dated pages under
-docs/experiments/, each naming the commit that holds its script.
+rendered; a benchmark without a result reads "not run" ("not run on a GPU" for the GPU ones). The
+GPU benchmarks exit with a message where CUDA is absent; their failure does not fail the run.
+Closed studies are dated pages under docs/experiments/, each naming the commit that holds its script.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from typing import Any
 
 from bench.common import RESULTS, ROOT
 
-ORDER = ("search_quality", "orchestration", "parallel_slots", "growth", "gpu", "gpu_packing", "ddp_scaling")  # status rows, run order
-GPU = {"gpu", "gpu_packing", "ddp_scaling"}
+# the status rows, and the order run() runs them in
+ORDER = ("search_quality", "orchestration", "parallel_slots", "growth", "gpu_check", "gpu", "gpu_packing", "ddp_scaling")
+GPU = {"gpu_check", "gpu", "gpu_packing", "ddp_scaling"}  # without a result: "not run on a GPU"
 MAX_ROWS = 8  # longer result tables stay in the JSON: a section of BENCHMARKS.md is about 15 lines
 BLOCK = re.compile(r"(<!-- begin generated: (status|table [a-z_]+) -->\n)(.*?)(<!-- end generated -->)", re.S)
 
@@ -45,7 +46,7 @@ def table(columns: list[str], rows: list[list[Any]]) -> list[str]:
 
 def status_row(name: str, r: dict[str, Any] | None) -> list[str]:
     if r is None:
-        return [f"[{name}](#{name})", "-", "not run", "-", f"`.venv/bin/python -m bench.{name}`"]
+        return [f"[{name}](#{name})", "-", "not run on a GPU" if name in GPU else "not run", "-", f"`.venv/bin/python -m bench.{name}`"]
     m = r["machine"]
     where = f"{m['nproc']} cores ({m['cpu']})" + (f", {m['gpu']}" if m.get("gpu") else "")
     status = {True: "met", False: "**not met**", None: "no target"}[r["goal_met"]]

@@ -89,7 +89,9 @@ def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):
     text = out.read_text()
     assert "median: 0.31 of the epochs" in text and "| median | 93 |" in text and "AMD EPYC" in text
     assert (
-        "| [gpu](#gpu) | - | not run | - | `.venv/bin/python -m bench.gpu` |" in text and "old" not in text and text.count("By hand.") == 2
+        "| [gpu](#gpu) | - | not run on a GPU | - | `.venv/bin/python -m bench.gpu` |" in text
+        and "old" not in text
+        and text.count("By hand.") == 2
     )
     growth = text.split("## growth", 1)[1]
     assert "<!-- begin generated: table growth -->\n<!-- end generated -->" in growth
