@@ -353,6 +353,7 @@ def collect(args: Any) -> Path:
     met = len(ok) == len(STEPS) and (mfu or 0) >= GOAL_MFU and (ratio or 0) >= GOAL_PACKING
     headline = f"{len(ok)} of {len(STEPS)} steps ok" + (f"; ResNet-18 bf16 compiled MFU {100 * mfu:.0f}%" if mfu else "")
     rows = [[n, name, s["status"], s["seconds"]] for n, (name, s) in enumerate(steps.items(), 1)]
+    print("\n".join(f"step {n} {name}: {status} ({seconds} s)" for n, name, status, seconds in rows), flush=True)
     path = write_result(
         args,
         "gpu_check",
