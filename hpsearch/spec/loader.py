@@ -31,7 +31,8 @@ from hpsearch.base.cores import cpu_cores
 from hpsearch.base.errors import SpecError
 from hpsearch.base.text import did_you_mean
 from hpsearch.spec.overrides import apply_overrides, from_cwd
-from hpsearch.spec.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS, build_plugin, is_import_path
+from hpsearch.spec.plugins import check_plugins, class_kwargs, plugin_name
+from hpsearch.spec.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS
 from hpsearch.spec.safe_yaml import read_yaml
 from hpsearch.spec.space import Const, Space, parse_space
 from hpsearch.trial.objective import BUILTIN, load_objective
@@ -54,23 +55,6 @@ class Budget(Section):
     trials: int = Field(20, ge=1)  # finished trials (completed + pruned) the study aims for, across resumes
     timeout: float | None = Field(None, gt=0)  # seconds of wall time for this invocation
     max_failures: int | None = Field(5, ge=1)  # stop after this many failed trials in a row (null: never)
-
-
-def plugin_name(value: str | None, registry: dict[str, Any]) -> str | None:
-    """A registry name, or a class as ``package.module:Class`` (checked when the objective is)."""
-    if value is None or value in registry or is_import_path(value):
-        return value
-    names = [repr(n) for n in registry]
-    close = difflib.get_close_matches(value, list(registry), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"Input should be {', '.join(names[:-1])} or {names[-1]} (or a class as 'package.module:Class'), got {value!r}{hint}")
-
-
-def class_kwargs(value: Any, own: tuple[str, ...]) -> Any:
-    """``{name: pkg.mod:Class, key: value, ...}``: the keys other than ``own`` are the class's keyword arguments."""
-    if not isinstance(value, dict) or not is_import_path(value.get("name")):
-        return value
-    return {**{k: v for k, v in value.items() if k in own}, "kwargs": {k: v for k, v in value.items() if k not in own}}
 
 
 class SamplerSpec(Section):
@@ -475,18 +459,6 @@ def check_consistency(spec: Spec, errors: list[str]) -> None:
         errors.append(f"warm_start.top: re-evaluates the best {warm.top} trials of an earlier study: name it in warm_start.study")
     if warm.study is not None and warm.study == spec.study and warm.storage is None:
         errors.append(f"warm_start.study: {warm.study!r} is this study itself; name an earlier study")
-
-
-def check_plugins(spec: Spec, errors: list[str]) -> None:
-    """A sampler or pruner class named by import path: importable, the right base class, its keyword arguments taken."""
-    for kind, section in (("sampler", spec.sampler), ("pruner", spec.pruner)):
-        if is_import_path(section.name):
-            try:
-                build_plugin(spec, kind)  # type: ignore[arg-type]
-            except ValueError as exc:
-                errors.append(f"{kind}.name: {exc}")
-    if spec.backend == "ray" and is_import_path(spec.pruner.name):
-        errors.append(f"pruner.name: {spec.pruner.name}: backend ray stops trials with ray.scheduler; a pruner class needs backend: optuna")
 
 
 def check_objective_entry(spec: Spec, errors: list[str], prepare: bool = False) -> None:
