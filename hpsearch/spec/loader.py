@@ -470,7 +470,8 @@ def check_objective_entry(spec: Spec, errors: list[str], prepare: bool = False) 
     except ValueError as exc:
         errors.append(f"objective: {exc}")
         return
-    hooks = [(getattr(fn, "validate", None), "rejects the config"), (getattr(fn, "prepare", None) if prepare else None, "cannot start")]
+    fns = (getattr(fn, "validate", None), getattr(fn, "prepare", None) if prepare else None)
+    hooks = [(fns[0], "rejects the config"), (fns[1], "cannot start")]
     seen: set[str] = set()
     for hook, verdict in hooks:
         if hook is None or errors:  # prepare (a download, say) only for configs that validate accepts
@@ -480,3 +481,16 @@ def check_objective_entry(spec: Spec, errors: list[str], prepare: bool = False) 
                 if problem not in seen:
                     seen.add(problem)
                     errors.append(f"objective {spec.objective} {verdict}: {problem}")
+        if hook is fns[0] and not errors:
+            check_range_ends(spec, hook, errors)
+
+
+def check_range_ends(spec: Spec, validate: Any, errors: list[str]) -> None:
+    """A range whose end the objective rejects with the spec's fixed values (warmup_epochs up to 5
+    with fixed.epochs 1): one line naming the range and the problem, before trial 0, not trial by trial."""
+    for path, end, value, sampled in spec.tree.range_ends():
+        problems = validate(spec.config_for(sampled)) or []
+        if problems:
+            fixed = [f"fixed.{k}" for k in spec.fixed if k in problems[0]]
+            also = f" (with {', '.join(fixed)} as the spec fixes it)" if fixed else ""
+            errors.append(f"space.{path}: its {end} end {value!r} does not fit{also}: {problems[0]}")

@@ -121,6 +121,19 @@ class Space:
             configs.extend(self.walk(_pinned(path, option)) for option in param.options[1:])
         return configs
 
+    def range_ends(self) -> list[tuple[str, str, Any, dict[str, Any]]]:
+        """(path, "low" or "high", value, config) for each end of each range: the option that holds
+        it chosen, every other value at its low end. What a validate hook checks against ``fixed``."""
+        out = []
+        for path, param in self.parameters():
+            if not isinstance(param, Float | Int):
+                continue
+            route = _route(path)
+            for end, value in (("low", param.low), ("high", param.high)):
+                pick = _ends(path, value, route)
+                out.append((path, end, value, self.walk(pick)))
+        return out
+
     def grid(self) -> dict[str, list[Any]] | None:
         """Values per parameter for grid search, or None when the space is not a finite grid."""
         grid: dict[str, list[Any]] = {}
@@ -142,6 +155,23 @@ class Space:
 def _pinned(path: str, option: Scalar) -> Callable[[str, Param], Any]:
     """A ``walk`` pick: ``option`` for the choice at ``path``, the first value everywhere else."""
     return lambda p_path, p: option if p_path == path else first_value(p)
+
+
+def _route(path: str) -> dict[str, str]:
+    """The choices a branch parameter needs: ``optimizer.sgd.lr`` -> {"optimizer": "sgd"} (paths of the choices)."""
+    parts = path.split(".")
+    return {".".join(parts[: i + 1]): parts[i + 1] for i in range(0, len(parts) - 2, 2)}
+
+
+def _ends(target: str, value: Any, route: dict[str, str]) -> Callable[[str, Param], Any]:
+    def pick(path: str, p: Param) -> Any:
+        if path == target:
+            return value
+        if path in route and isinstance(p, Choice):
+            return next((o for o in p.options if str(o) == route[path]), first_value(p))
+        return first_value(p)
+
+    return pick
 
 
 def first_value(param: Param) -> Any:
