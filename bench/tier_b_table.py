@@ -58,10 +58,10 @@ class UnitTrial:
 
 
 def load_spec(path: Path) -> tuple[dict[str, Any], Any]:
-    """The spec's fixed keys and its parsed space (hpsearch.spec.space: no pydantic needed)."""
+    """The spec's fixed keys and its parsed space (hpsearch.search.space: no pydantic needed)."""
     import yaml
 
-    from hpsearch.spec.space import parse_space
+    from hpsearch.search.space import parse_space
 
     raw = yaml.safe_load(path.read_text())
     errors: list[str] = []

@@ -12,7 +12,7 @@ from PIL import Image
 
 from hpsearch.plots import write_report
 from hpsearch.plots.parallel import PARALLEL_PARAMS
-from hpsearch.spec.space import parse_space
+from hpsearch.search.space import parse_space
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

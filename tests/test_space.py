@@ -3,7 +3,7 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from hpsearch.spec.space import Choice, Const, Float, Int, parse_space
+from hpsearch.search.space import Choice, Const, Float, Int, parse_space
 
 CONDITIONAL = {
     "lr": {"float": ["1e-4", 1.0], "log": True},

@@ -3,7 +3,6 @@ configs would mostly be rejected at run time is not called simply "valid"."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest

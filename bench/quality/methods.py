@@ -65,7 +65,7 @@ def optuna_search(task: Task, budget: int, seed: int, sampler: Any, pruner: Any,
     """The ask/tell loop every Optuna-based method shares (hpsearch's defaults included); on
     ``study`` when given (its own sampler and pruner), else on a new in-memory one."""
     optuna = quiet_optuna()
-    from hpsearch.spec.space import parse_space
+    from hpsearch.search.space import parse_space
 
     tree = parse_space(task.space, "space", [])
     clock = time.perf_counter
@@ -157,8 +157,8 @@ def tpe_median(warmup_epochs: int = 0, **tpe: Any) -> Method:
 def hpsearch_spec(task: Task, budget: int, seed: int, **overrides: Any) -> Any:
     """The Spec a user would write for this task: the space, the budget as full trials, the
     epochs as fixed.epochs; sampler and pruner left to hpsearch's defaults (or ``overrides``)."""
+    from hpsearch.search.space import parse_space
     from hpsearch.spec.loader import Spec
-    from hpsearch.spec.space import parse_space
 
     raw: dict[str, Any] = {
         "study": "bench",

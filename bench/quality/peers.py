@@ -23,9 +23,9 @@ def configspace(task: Task, seed: int) -> Any:
     """The task's hpsearch space as a ConfigSpace, parameters named by their hpsearch path."""
     from ConfigSpace import Categorical, ConfigurationSpace, EqualsCondition, Float, Integer
 
-    from hpsearch.spec.space import Choice, Const, parse_space
-    from hpsearch.spec.space import Float as HFloat
-    from hpsearch.spec.space import Int as HInt
+    from hpsearch.search.space import Choice, Const, parse_space
+    from hpsearch.search.space import Float as HFloat
+    from hpsearch.search.space import Int as HInt
 
     tree = parse_space(task.space, "space", [])
     cs = ConfigurationSpace(seed=seed)
@@ -56,7 +56,7 @@ def configspace(task: Task, seed: int) -> Any:
 
 def flat_config(tree: Any, values: dict[str, Any]) -> dict[str, Any]:
     """A ConfigSpace configuration (strings for choices) as hpsearch's flat config."""
-    from hpsearch.spec.space import Choice
+    from hpsearch.search.space import Choice
 
     params = {}
     for path, p in tree.parameters():

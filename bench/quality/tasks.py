@@ -61,7 +61,7 @@ def random_configs(space: dict[str, Any], n: int, seed: int) -> list[dict[str, A
     """n uniform draws of the space through hpsearch's Space (as random search draws them)."""
     import optuna
 
-    from hpsearch.spec.space import parse_space
+    from hpsearch.search.space import parse_space
 
     tree = parse_space(space, "space", [])
     sampler = optuna.samplers.RandomSampler(seed=seed)

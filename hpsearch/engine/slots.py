@@ -54,8 +54,8 @@ CRASH_LIMIT = 3  # a slot that dies this often in a row without finishing a tria
 
 def spec_from_env(path: str) -> Spec:
     """The slot's side of SPEC_ENV: the very spec the parent resolved (overrides applied)."""
+    from hpsearch.search.space import parse_space
     from hpsearch.spec.loader import validate_schema
-    from hpsearch.spec.space import parse_space
 
     raw = json.loads(os.environ[SPEC_ENV])
     errors: list[str] = []

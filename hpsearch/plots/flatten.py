@@ -1,7 +1,7 @@
 """The study with each leaf that several options of one choice share merged into one parameter.
 
 A parameter under a choice option is stored under its path (`optimizer.sgd.lr`,
-`optimizer.adamw.lr`; see `hpsearch.spec.space`), so none of them is sampled in every trial and
+`optimizer.adamw.lr`; see `hpsearch.search.space`), so none of them is sampled in every trial and
 Optuna's importances, slices and contours would leave out the learning rate. `flatten_study` copies
 the study in memory with such a leaf as one parameter across all those trials (`lr`, on a log
 scale when every source is); every plot is drawn from that copy.

@@ -30,11 +30,11 @@ from pydantic_core import ErrorDetails
 from hpsearch.base.cores import cpu_cores
 from hpsearch.base.errors import SpecError
 from hpsearch.base.text import did_you_mean
+from hpsearch.search.space import Const, Space, parse_space
 from hpsearch.spec.overrides import apply_overrides, from_cwd
 from hpsearch.spec.plugins import check_plugins, class_kwargs, plugin_name
 from hpsearch.spec.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS
 from hpsearch.spec.safe_yaml import read_yaml
-from hpsearch.spec.space import Const, Space, parse_space
 from hpsearch.trial.objective import BUILTIN, load_objective
 
 Direction = Literal["maximize", "minimize"]

@@ -11,7 +11,7 @@ import optuna
 from optuna.study import StudySummary
 
 from hpsearch.base.errors import UserError
-from hpsearch.spec.space import Choice, parse_space
+from hpsearch.search.space import Choice, parse_space
 from hpsearch.study.storage import (
     open_storage,
     redact,

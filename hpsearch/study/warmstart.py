@@ -11,8 +11,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.base.errors import UserError
+from hpsearch.search.space import Choice, Const, Float, Int, Param
 from hpsearch.spec.loader import DEFAULT_WARM_UNTIL
-from hpsearch.spec.space import Choice, Const, Float, Int, Param
 from hpsearch.study.storage import (
     open_storage,
     redact,

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.base.errors import SpecError
+from hpsearch.search.space import Choice, Const, Float, Int, Param, Space
 from hpsearch.spec.loader import Spec
-from hpsearch.spec.space import Choice, Const, Float, Int, Param, Space
 from hpsearch.study.storage import outage_limit, redact, sqlite_path
 from hpsearch.trial.command.options import PREFIX, WORK, describe, from_entry
 from hpsearch.trial.objective import load_objective

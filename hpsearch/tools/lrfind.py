@@ -38,7 +38,7 @@ import yaml
 
 from hpsearch.base.errors import UserError
 from hpsearch.base.text import fmt
-from hpsearch.spec.space import Choice, Const, Float, Int, Param
+from hpsearch.search.space import Choice, Const, Float, Int, Param
 from hpsearch.trial.objective import BUILTIN
 
 if TYPE_CHECKING:

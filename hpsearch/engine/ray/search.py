@@ -17,7 +17,7 @@ from hpsearch.engine.ray.recorder import Recorder
 from hpsearch.engine.ray.trial import KEY, trial_number
 from hpsearch.spec.loader import Spec
 from hpsearch.spec.registry import RAY_SCHEDULERS, RayKit
-from hpsearch.spec.space import Choice, Const, Float, Int
+from hpsearch.search.space import Choice, Const, Float, Int
 from hpsearch.study.checkpoints import resume_source
 from hpsearch.study.open import build_sampler
 from hpsearch.study.storage import storage_of
