@@ -128,8 +128,11 @@ def driver_env(pending: int) -> Iterator[None]:
         "RAY_AIR_NEW_OUTPUT": "0",
         "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "1e9",
         "TUNE_MAX_PENDING_TRIALS_PG": str(pending),
-        "TUNE_DISABLE_SIGINT_HANDLER": "1",
-    }  # Ctrl-C ends the run (trials "interrupted"), not just one Tuner round
+        "TUNE_DISABLE_SIGINT_HANDLER": "1",  # Ctrl-C ends the run (trials "interrupted"), not just one Tuner round
+        # Tune reads the cluster's resources every 10 s for its status table (off here); after a head restart that
+        # read kills the driver (a CHECK in Ray's C++ on WrongClusterID: a stack dump, exit 1) before Python hears of it
+        "TUNE_STATE_REFRESH_PERIOD": "1e9",
+    }
     saved = {k: os.environ.get(k) for k in wanted}
     os.environ.update(wanted)
     tune_log = logging.getLogger("ray.tune")
