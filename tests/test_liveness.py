@@ -136,8 +136,10 @@ def test_a_zombie_is_a_dead_process():
     """A process that ended but was not reaped (pid 1 of some containers never reaps) still has a /proc entry."""
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     who = identity(proc.pid)  # stamped while it runs
-    while open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
-        pass  # it exits at once; not reaped until wait()
+    deadline = time.monotonic() + 60
+    while open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":  # it exits at once; not reaped until wait()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     try:
         assert local_verdict(who) is False
     finally:
