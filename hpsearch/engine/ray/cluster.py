@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -68,6 +69,29 @@ def ray_session(spec: Spec) -> Iterator[LocalRay | None]:
         ray.shutdown()
         if local is not None:
             local.forget()
+
+
+class ClusterWatch:
+    """Called on every step of Tune's loop; every ``every_s`` seconds it asks the head whether it is still the
+    cluster this driver joined. A restarted head answers WrongClusterID (raised: ``cluster_lost``), which Ray
+    itself tells the driver only when a trial's actor fails: with no trial running yet, Tune waited on the
+    old cluster for good. A head that does not answer is no verdict: Ray waits for it (60 s), and so do we."""
+
+    def __init__(self, every_s: float = 5.0, timeout_s: float = 1.0):
+        self.every_s, self.timeout_s = every_s, timeout_s
+        self.due = time.monotonic() + every_s
+
+    def __call__(self) -> None:
+        if time.monotonic() < self.due:
+            return
+        import ray
+
+        gcs: Any = getattr(ray._private.worker.global_worker, "gcs_client", None)
+        if gcs is None:  # another Ray's internals: Ray's own errors still end the run
+            return
+        with contextlib.suppress(ray.exceptions.RpcError, TimeoutError):  # a timeout: not answering now
+            gcs.internal_kv_get(b"session_name", b"session", timeout=self.timeout_s)
+        self.due = time.monotonic() + self.every_s
 
 
 def cluster_lost(exc: BaseException) -> bool:

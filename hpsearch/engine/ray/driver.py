@@ -15,7 +15,7 @@ from typing import Any
 import optuna
 
 from hpsearch.base.errors import StorageUnreachable, UserError
-from hpsearch.engine.ray.cluster import cluster_lost, concurrent_trials, driver_env, ray_session, trial_resources
+from hpsearch.engine.ray.cluster import ClusterWatch, cluster_lost, concurrent_trials, driver_env, ray_session, trial_resources
 from hpsearch.engine.ray.leftovers import LocalRay, end_leftovers
 from hpsearch.engine.ray.recorder import Recorder, make_callback, make_stopper
 from hpsearch.engine.ray.search import build_scheduler, search_setup
@@ -42,9 +42,23 @@ def run(spec: Spec, quiet: bool = False) -> Summary:
     refresh(progress, study, spec)
     if budget_spent(progress, spec, progress.counts.done):
         return summary(study, spec, 0, None)
-    with ray_session(spec) as local, progress, recorder.beating():
-        stopped_early = run_rounds(spec, study, recorder, progress, local)
+    try:
+        with ray_session(spec) as local, progress, recorder.beating():
+            stopped_early = run_rounds(spec, study, recorder, progress, local)
+    except Exception as exc:
+        if cluster_lost(exc):
+            raise gone(spec, exc) from None
+        raise
     return summary(study, spec, len(recorder.ended), stopped_early)
+
+
+def gone(spec: Spec, exc: Exception) -> UserError:
+    """The one line for a Ray cluster that went away under the driver (its head stopped or restarted)."""
+    first = (str(exc).strip().splitlines() or [""])[0].split(". ")[0]  # Ray goes on with advice on auth tokens
+    return UserError(
+        f"ray.address {spec.ray.address or '(local)'}: the Ray cluster went away mid-run (stopped or restarted; "
+        f"{type(exc).__name__}: {first[:200]}); its running trials are queued and retried first by the next run"
+    )
 
 
 def run_rounds(spec: Spec, study: optuna.Study, recorder: Recorder, progress: Progress, local: LocalRay | None = None) -> str | None:
@@ -55,6 +69,7 @@ def run_rounds(spec: Spec, study: optuna.Study, recorder: Recorder, progress: Pr
     scheduler_name = spec.ray.scheduler if len(spec.metrics) == 1 else "fifo"
     checkpoints = scheduler_name in ("pbt", "hyperband")
     job = Job(spec.objective, str(spec.base_dir.resolve()), os.getcwd(), str(spec.study_dir.resolve()), spec.metrics, checkpoints)
+    ClusterWatch(every_s=0)()  # a head restarted since ray.init: Ray's resource read would abort this process
     cluster = ray.cluster_resources()
     resources = trial_resources(spec, cluster.get("GPU", 0))
     concurrency = concurrent_trials(spec, resources, cluster)
@@ -109,7 +124,7 @@ def run_config(spec: Spec, recorder: Recorder, checkpoints: bool, local: LocalRa
         storage_path=str((spec.study_dir / "ray").resolve()),  # Ray wants an absolute path
         verbose=0,
         # a local Ray's processes are written down again as trials start: the raylet starts workers on demand
-        callbacks=[make_callback(recorder, local.note if local is not None else None)],
+        callbacks=[make_callback(recorder, local.note if local is not None else None, ClusterWatch())],
         stop=make_stopper(recorder),
         failure_config=tune.FailureConfig(max_failures=0),
         # pbt: a trial may clone another's checkpoint from a few perturbation intervals back
@@ -125,17 +140,9 @@ def fit(tuner: Any, spec: Spec, recorder: Recorder) -> None:
     except StorageUnreachable as exc:  # nothing can be written now: the next run fails them with this reason
         note_stopped(spec.study_dir, [os.getpid()], exc.reason)
         raise
-    except Exception as exc:
-        if not cluster_lost(exc):
-            recorder.abandon()
-            raise
-        address = spec.ray.address or "(local)"
-        recorder.abandon(ray_cluster_lost(address))
-        first = (str(exc).strip().splitlines() or [""])[0].split(". ")[0]  # Ray goes on with advice on auth tokens
-        raise UserError(
-            f"ray.address {address}: the Ray cluster went away mid-run (stopped or restarted; {type(exc).__name__}: "
-            f"{first[:200]}); its running trials are queued and retried first by the next run"
-        ) from None
+    except Exception as exc:  # a lost cluster (run() says so in one line), or a bug
+        recorder.abandon(ray_cluster_lost(spec.ray.address or "(local)") if cluster_lost(exc) else "interrupted")
+        raise
     except BaseException:
         recorder.abandon()  # Ctrl-C, SIGTERM (cli/main.py raises KeyboardInterrupt for it): "interrupted", queued
         raise

@@ -192,13 +192,18 @@ def trial_error(trial: Any) -> str:
     return str(error) if error is not None else "Ray trial error"
 
 
-def make_callback(recorder: Recorder, on_start: Callable[[], None] | None = None) -> Any:
-    """The Tune callback over ``recorder``; ``on_start`` is also called as each trial starts."""
+def make_callback(recorder: Recorder, on_start: Callable[[], None] | None = None, on_step: Callable[[], None] | None = None) -> Any:
+    """The Tune callback over ``recorder``; ``on_start`` is also called as each trial starts, ``on_step`` on each
+    step of Tune's loop (what it raises ends the round)."""
     from ray.tune import Callback
 
     class RecordTrials(Callback):
         def __getstate__(self) -> dict[str, Any]:
             return {}
+
+        def on_step_begin(self, iteration: int, trials: list[Any], **info: Any) -> None:
+            if on_step is not None:
+                on_step()
 
         def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
             recorder.on_start(trial)
