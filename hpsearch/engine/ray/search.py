@@ -15,9 +15,9 @@ import optuna
 from hpsearch.base.errors import UserError
 from hpsearch.engine.ray.recorder import Recorder
 from hpsearch.engine.ray.trial import KEY, trial_number
+from hpsearch.search.space import Choice, Const, Float, Int
 from hpsearch.spec.loader import Spec
 from hpsearch.spec.registry import RAY_SCHEDULERS, RayKit
-from hpsearch.search.space import Choice, Const, Float, Int
 from hpsearch.study.checkpoints import resume_source
 from hpsearch.study.open import build_sampler
 from hpsearch.study.storage import storage_of
