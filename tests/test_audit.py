@@ -21,7 +21,7 @@ objective: {LATE}:objective
 output: {{out}}
 budget: {{{{trials: 5}}}}
 sampler: random
-pruner: {{{{name: median, startup_trials: 2, warmup_epochs: 0}}}}
+pruner: {{{{name: median, startup_trials: 2, warmup_epochs: 0, trust: null}}}}  # the median alone: no trust gate
 fixed: {{{{epochs: 4}}}}
 space:
   quality: {{{{choice: [0.5, 0.6, 0.7, 0.8, 0.95]}}}}

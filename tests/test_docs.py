@@ -95,6 +95,18 @@ def fashion_defaults() -> dict[str, object]:
     return {r.key: r.value for r in resolve(load_spec(ROOT / "spaces" / "fashion.yaml", check_objective=False))}
 
 
+def six_ranges_text() -> str:
+    """What validate prints for a space of six ranges and a 12-trial budget (docs/search.md's example)."""
+    from hpsearch.search.space import parse_space
+    from hpsearch.spec.defaults import sampler_choice
+
+    raw = {"study": "s", "budget": {"trials": 12}, "space": {f"x{i}": {"float": [0.0, 1.0]} for i in range(6)}}
+    spec = Spec.model_validate(raw)
+    spec._tree = parse_space(raw["space"], "space", [])
+    r = sampler_choice(spec)
+    return f"default {r.key}: {r.value} ({r.why})"
+
+
 def metrics_default() -> str:
     from hpsearch.trial.command.options import Command
 
@@ -104,13 +116,13 @@ def metrics_default() -> str:
 # Each hand-written statement of a default, with the check that the code has it. A new one fails
 # test_every_default_the_docs_state_is_checked until it is added here (or generated instead).
 CLAIMS = {
-    ("spaces/fashion.yaml", "TPE after"): lambda: (
-        fashion_defaults() == {"sampler.startup_trials": 10, "pruner.name": "hyperband", "sampler.constant_liar": True}
-    ),
-    ("docs/builtin-objective.md", "(10 random start-up trials, then TPE; Hyperband from the first"): lambda: (
-        fashion_defaults() == {"sampler.startup_trials": 10, "pruner.name": "hyperband", "sampler.constant_liar": True}
+    ("spaces/fashion.yaml", "Sampler and pruner are left to hpsearch's defaults"): lambda: (
+        fashion_defaults() == {"sampler.name": "bo", "sampler.startup_trials": 6, "pruner.name": "model"}
     ),
     ("docs/your-code.md", "`metrics: auto` (the default)"): lambda: metrics_default() == "auto",
+    ("docs/search.md", "`default sampler.name: bo (12 trials"): lambda: (
+        f"`{six_ranges_text()}`" in (ROOT / "docs" / "search.md").read_text()
+    ),
     ("README.md", "default; `trials_per_gpu: auto` packs"): lambda: Spec.model_fields["resources"].default.workers is None,
 }
 
@@ -128,10 +140,10 @@ def test_each_checked_default_is_the_code_s(claim):
 
 
 def test_the_defaults_table_is_generated_from_the_code(hooks):
-    from hpsearch.spec.defaults import HYPERBAND_MIN_EPOCHS, MAX_STARTUP, MIN_STARTUP, TRIALS_PER_STARTUP
+    from hpsearch.spec.defaults import BO_INPUT_TRIALS, BO_STARTUP, MIN_STARTUP, TPE_STARTUP
 
     page = hooks.defaults()
     row = next(line for line in page.splitlines() if line.startswith("| `sampler.startup_trials`"))
-    assert f"/ {TRIALS_PER_STARTUP}" in row and f"at least {MIN_STARTUP}" in row and f"at most {MAX_STARTUP}" in row
-    assert f"from {HYPERBAND_MIN_EPOCHS} epochs" in page
+    assert f"bo: {BO_STARTUP}" in row and f"at least {MIN_STARTUP}" in row and f"cmaes: {TPE_STARTUP}" in row
+    assert f"at least {BO_INPUT_TRIALS} per model input" in page
     assert "<!-- generated: defaults -->" in (ROOT / "docs" / "spec.md").read_text()

@@ -313,3 +313,20 @@ space:
     queued = [t for t in trials if t.state == TrialState.WAITING]
     assert sorted(t.user_attrs["retry_of"] for t in queued) == [t.number for t in cut]  # retried first by the next run
     assert not [t for t in trials if t.state == TrialState.RUNNING]
+
+
+def test_the_trust_gate_turns_a_stop_at_an_untrusted_epoch_into_continue():
+    """asha/median on Ray: a STOP at epoch 1, whose values rank the completed trials backwards, is withheld."""
+    from ray.tune.schedulers import TrialScheduler
+
+    from hpsearch.engine.ray.search import trust_gate
+    from tests.search.test_trust import study_with_curves
+
+    class Stopper:
+        def on_trial_result(self, controller, trial, result):
+            return TrialScheduler.STOP
+
+    scheduler = Stopper()
+    trust_gate(scheduler, study_with_curves(), threshold=0.5, curves=5)
+    assert scheduler.on_trial_result(None, None, {"epoch": 1}) == TrialScheduler.CONTINUE  # anti-correlated: not trusted
+    assert scheduler.on_trial_result(None, None, {"epoch": 2}) == TrialScheduler.STOP  # ranks: the scheduler decides

@@ -324,3 +324,30 @@ def test_a_local_trial_whose_pid_is_gone_is_dead_at_first_sight(spec: Path, tmp_
     assert dead == {3: None, 4: f"process died (pid {pid} on {socket.gethostname()} is gone)"}
     code, out, err = status(capsys, str(spec), "--storage", f"sqlite:///{db}")
     assert f"dead: process died (pid {pid} on" in out
+
+
+TRUSTED = f"""
+study: trusted
+objective: {TOY}:objective
+output: runs
+budget: {{trials: 8}}
+sampler: {{name: random, seed: 1}}
+pruner: {{name: median, trust: 0.5, trust_curves: 4}}
+fixed: {{epochs: 4}}
+space:
+  lr: {{float: [1.0e-4, 1.0], log: true}}
+"""
+
+
+def test_status_shows_the_pruning_trust_of_each_epoch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The toy's curves rank trials alike at every epoch: once 4 trials completed, each epoch is trusted."""
+    path = tmp_path / "trusted.yaml"
+    path.write_text(TRUSTED)
+    assert main(["run", str(path), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["status", str(path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("pruning trust: "))
+    assert re.fullmatch(r"pruning trust: epoch 1: rank corr 1\.00 \(\d+ curves\): pruning; epoch 2: .*; epoch 3: .*: pruning", line), line
+    assert main(["status", str(path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["trust"]
+    assert [r["step"] for r in rows] == [1, 2, 3] and all(r["trusted"] and r["curves"] >= 4 for r in rows)

@@ -96,10 +96,28 @@ def _index_html(ctx: Context, drawn: list[Drawn], skipped: list[tuple[str, str]]
         parts.append(_best_section(ctx))
     parts.append(_top_trials_table(ctx))
     parts.append(audit)
+    parts.append(_trust_section(ctx))
     parts.append(_importances_section(ctx))
     parts.append(_plots_section(drawn, skipped))
     parts.append("</body></html>\n")
     return "\n".join(parts)
+
+
+def _trust_section(ctx: Context) -> str:
+    """Which epochs the pruner was allowed to judge, and why (search/trust.py)."""
+    from hpsearch.study.trust import rows
+
+    found = rows(ctx.study)
+    if found is None:
+        return ""
+    body = [
+        [str(r.step), "-" if r.corr is None else f"{r.corr:.2f}", str(r.curves), "pruning" if r.trusted else "not pruning"] for r in found
+    ]
+    note = (
+        "<p id='trust'>A trial is pruned at an epoch only once the completed trials' values there rank them as their final "
+        "values do (rank correlation at least the spec's <code>pruner.trust</code>).</p>"
+    )
+    return "<h2>Pruning trust</h2>" + note + _table(["epoch", "rank corr", "curves", "now"], body)
 
 
 def _table(header: list[str] | None, rows: list[list[str]]) -> str:

@@ -99,7 +99,7 @@ def export_doc(
     study: optuna.Study, spec: Spec, number: int | None = None, config_overrides: list[str] | None = None, warn: bool = True
 ) -> dict[str, Any]:
     """The exported training config as a dict (see ``write_export`` for the file)."""
-    trial = get_trial(study, number)
+    trial = get_trial(study, number, spec.tree)
     names = metric_names(study, spec)
     entry = study.user_attrs.get("objective") or spec.objective
     config = {**trial.user_attrs["config"], **FULL_RUN.get(entry, {})}

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
+    from hpsearch.search.incumbent import Estimate
+    from hpsearch.search.space import Space
+
 
 def load_study(spec: Spec) -> optuna.Study:
     """The spec's study, opened read-only (a study file the user may not write still reads);
@@ -54,15 +57,29 @@ def ranked(study: optuna.Study) -> list[FrozenTrial]:
     return sorted(completed(study), key=lambda t: (sign * t.values[0], t.number))
 
 
-def best_trials(study: optuna.Study) -> list[FrozenTrial]:
+def best_trials(study: optuna.Study, tree: Space | None = None) -> list[FrozenTrial]:
     """The best trial, or the Pareto-optimal trials of a multi-objective study, among the study's
-    own trials (not those imported by warm_start.study: they ran in another setting)."""
+    own trials (not those imported by warm_start.study: they ran in another setting). With the
+    space's ``tree`` and one metric: the noise-aware best (``estimate``), not the luckiest draw."""
     from hpsearch.study.counts import own_best
 
     best = own_best(study)
     if not best:
         raise UserError(f"study {study.study_name!r}: no completed trials yet")
-    return best
+    picked = estimate(study, tree)
+    return [picked.trial] if picked is not None else best
+
+
+def estimate(study: optuna.Study, tree: Space | None) -> Estimate | None:
+    """The completed own trial with the best model estimate among the best observed (search/incumbent.py);
+    None with several metrics or without the tree."""
+    from hpsearch.search.incumbent import best
+    from hpsearch.study.counts import IMPORTED_FROM
+
+    if tree is None or len(study.directions) > 1:
+        return None
+    own = [t for t in completed(study) if IMPORTED_FROM not in t.user_attrs]
+    return best(own, tree, maximize=directions(study)[0] == "maximize")
 
 
 def short_name(path: str) -> str:
@@ -103,13 +120,18 @@ def trial_record(trial: FrozenTrial, names: list[str]) -> dict[str, Any]:
 
 def best_json(study: optuna.Study, spec: Spec) -> dict[str, Any]:
     names = metric_names(study, spec)
-    return {
+    doc = {
         "study": study.study_name,
         "metrics": names,
         "directions": directions(study),
         "pareto": len(names) > 1,
-        "best": [trial_record(t, names) for t in best_trials(study)],
+        "best": [trial_record(t, names) for t in best_trials(study, spec.tree)],
     }
+    picked = estimate(study, spec.tree)
+    if picked is not None:
+        observed = best_trials(study)[0]
+        doc["estimate"] = {names[0]: picked.value, "raw": picked.raw, "best_observed": {"trial": observed.number, names[0]: observed.value}}
+    return doc
 
 
 def best_text(study: optuna.Study, spec: Spec) -> str:
@@ -123,9 +145,22 @@ def best_text(study: optuna.Study, spec: Spec) -> str:
         shown = ", ".join(f"{m}={fmt(v)}" for m, v in rec["values"].items())
         head = f"{doc['study']}: best {shown}" if not doc["pareto"] else f"  trial {rec['number']}: {shown}"
         lines.append(f"{head} (trial {rec['number']}, {rec['epochs']} epochs, {fmt(rec['wall_s'])} s)")
+        if "estimate" in doc:
+            lines.append("    " + estimate_text(doc, rec["number"]))
         lines.append("    " + (", ".join(f"{k}={fmt(v)}" for k, v in rec["params"].items()) or "(no parameters)"))
     lines.append(f"export: hpsearch export {spec.path or 'SPEC'} -o best.yaml" + ("" if not doc["pareto"] else " --trial N"))
     return "\n".join(lines)
+
+
+def estimate_text(doc: dict[str, Any], number: int) -> str:
+    name, guess = doc["metrics"][0], doc["estimate"]
+    seen = guess["best_observed"]
+    why = (
+        "also the best observed"
+        if seen["trial"] == number
+        else f"the best observed was trial {seen['trial']} at {fmt(seen[name])}, a luckier draw by the model"
+    )
+    return f"model estimate {name}={fmt(guess[name])} (noise-aware: picked among the best observed; {why})"
 
 
 def ordered_trials(study: optuna.Study, sort: str = "number") -> list[FrozenTrial]:
@@ -209,11 +244,11 @@ def print_table(header: list[str], rows: list[list[Any]], title: str | None = No
     Console(file=stream).print(table)
 
 
-def get_trial(study: optuna.Study, number: int | None) -> FrozenTrial:
+def get_trial(study: optuna.Study, number: int | None, tree: Space | None = None) -> FrozenTrial:
     from optuna.trial import TrialState
 
     if number is None:
-        trials = best_trials(study)
+        trials = best_trials(study, tree)
         if len(trials) > 1:
             shown = ", ".join(str(t.number) for t in trials)
             raise UserError(f"study {study.study_name!r} has {len(trials)} Pareto-optimal trials ({shown}); choose one with --trial N")

@@ -24,9 +24,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from hpsearch.reading.results import load_study, metric_names
+from hpsearch.search.trust import StepTrust
 from hpsearch.study.counts import CLAIMED, FINISHED, IMPORTED_FROM, own_best, reason
 from hpsearch.study.liveness import BEAT, WORKER, Observer, intervals
 from hpsearch.study.storage import redact
+from hpsearch.study.trust import rows as trust_rows
 
 if TYPE_CHECKING:
     import optuna
@@ -109,6 +111,7 @@ class Status:
     workers: list[Worker]
     running: list[Running]
     failures: list[Failure]
+    trust: list[StepTrust] | None = None  # the pruning trust gate's verdict per epoch; None without a gate
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,6 +148,7 @@ def gather(
         workers=workers(trials, now),
         running=watch_beats(trials, running(trials, now), observer or Observer(grace=grace_s)),
         failures=recent_failures(trials, failures),
+        trust=trust_rows(study),
     )
 
 

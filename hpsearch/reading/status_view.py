@@ -18,6 +18,7 @@ from hpsearch.base.errors import UserError
 from hpsearch.base.text import fmt
 from hpsearch.reading.results import load_study, plain_table
 from hpsearch.reading.status import Best, Budget, Running, Status, Worker, gather
+from hpsearch.search.trust import StepTrust
 from hpsearch.study.liveness import Observer
 from hpsearch.study.storage import redact
 
@@ -85,12 +86,23 @@ def best_line(b: Best) -> str:
     return f"best: {shown} (trial {b.number})"
 
 
+def trust_line(rows: list[StepTrust]) -> str:
+    """``pruning trust: epoch 1: rank corr 0.21 (9 curves): not pruning; epoch 3: ...`` (search/trust.py)."""
+    from hpsearch.study.trust import changes
+
+    if not rows:
+        return "pruning trust: no completed curves yet: nothing is pruned"
+    return "pruning trust: " + "; ".join(r.text() for r in changes(rows))
+
+
 Section = tuple[str, list[str], list[list[Any]], str]  # title, header, rows, a note on how to read it
 
 
 def screen(s: Status) -> tuple[list[str], list[Section]]:
     """What both renderings show: heading lines, then titled tables."""
     heading = [f"{s.study} · {s.storage} · read {clock_time(s.at)}", budget_line(s.budget), best_line(s.best)]
+    if s.trust is not None:
+        heading.append(trust_line(s.trust))
     workers = s.workers[:WORKERS_SHOWN]
     hidden = len(s.workers) - len(workers)
     sections: list[Section] = [

@@ -25,6 +25,7 @@ from hpsearch.base.errors import UserError
 from hpsearch.base.text import fmt
 from hpsearch.reading.results import load_study, metric_names, print_table
 from hpsearch.reruns.fixed import run_fixed, run_outcome
+from hpsearch.study.trust import line as trust_line
 
 if TYPE_CHECKING:
     import optuna
@@ -175,6 +176,7 @@ def audit(
     if stopped:
         print(f"re-runs stopped early: {stopped}", file=stream, flush=True)
     doc = result(study, names[0], best, chosen, seeds, sum(id(r) in earlier for _, r in runs))
+    doc["trust"] = trust_line(study)  # the gate's verdicts beside the false prunes it let through
     astudy.set_user_attr(RESULT, doc)
     return doc
 
@@ -252,6 +254,7 @@ def summary_lines(doc: dict[str, Any]) -> list[str]:
         f"{doc['metric']}={fmt(doc['best'])} (trial {doc['best_trial']}; tie: within {doc['tie_rel']:.1%}): "
         f"false-prune rate {rate}, {pct}% CI {low:.2f}-{high:.2f} (Wilson)",
         f"pruning saved {e['saved']} of {e['unpruned']} epochs ({share:.0%}): {e['pruned']} of {e['finished']} finished trials were pruned",
+        *([doc["trust"]] if doc.get("trust") else []),
     ]
 
 

@@ -1,20 +1,26 @@
-"""Budget-aware defaults: the sampler's start-up, the pruner and the parallel strategy that a spec
-leaves unset, derived from what hpsearch knows before the first trial and Optuna does not: the
-budget in trials, the epochs of one trial (``fixed.epochs`` or ``pruner.max_epochs``) and the
-workers. Every value here is only a default; a key set in the spec wins.
+"""What a spec leaves unset: the sampler, its start-up, the pruner and its trust gate, the parallel
+strategy, derived from what hpsearch knows before the first trial and Optuna does not: the
+space's shape, the budget in trials, the epochs of one trial and the workers. Every value here is
+only a default; a key set in the spec wins.
 
-Chosen on the search-quality benchmark (python -m bench.search_quality, Tier A seeds 0-39, reported on
-fresh seeds; docs/benchmarks/search-quality.md). Two later attempts (Tier A seeds 0-99, Tier B
-0-199) found no candidate better on both tiers. The known weak spot: at a 12-trial budget the
-Fashion-MNIST space (categorical, conditional) does better with 10 start-up trials, the synthetic
-functions with 3. There, at 72 epochs, these defaults win only 45 % of paired seeds against Optuna's.
-- start-up: TPE's model needs few random trials when the budget is small; Optuna's fixed 10 made
-  hpsearch random search for 52 of 72 epochs. ``clamp(round(trials / 8), 3, 10)``.
-- pruner: Hyperband from 1 epoch (reduction factor 3) when a trial has at least 3 epochs to
-  prune in; the median pruner otherwise, and with several metrics (Optuna's pruners are
-  single-objective: none then).
-- parallel: TPE's constant liar when more than one worker asks at once, so workers do not
-  propose the same region while their trials run.
+The fourth attempt at the defaults (issue #38, 2026-12-06) changed the design, not knobs: three
+earlier attempts at TPE's start-up and the pruner's start had left hpsearch at Optuna's level.
+Chosen on the calibration seeds 0-39 of python -m bench.search_quality (reported on 200-699:
+docs/benchmarks/search-quality.md):
+- sampler ``auto``: ``bo`` (a Gaussian process over (config, epoch), search/model.py) when the
+  budget holds at least two trials per model input (``Matrix.width``: a range is one input, a
+  choice one per option) and at most ``BO_MAX_TRIALS``; else TPE. On the calibration seeds bo
+  won 60-64 % of paired seeds against Optuna's defaults on the continuous Hartmann tasks at 12
+  trials and 63 % at 48, and 65 % on the conditional Fashion-MNIST and training-shaped spaces at
+  48 trials; at 12 trials those two wider spaces did better with TPE (57 % and 53 %, bo 40-55 %).
+- start-up: bo's model needs few random trials: 6 (at most half the budget, at least 3; on the
+  Hartmann tasks at 12 trials 6 won 64 %, 3 won 60 %, 10 won 40 %); TPE keeps Optuna's 10, which
+  a space of choices needs (Tier B, third attempt: 58 % with 10, 45 % with 3).
+- pruner: ``model`` with bo (its model of the final value); the median pruner with TPE
+  (Hyperband judged at epoch 1, where Tier B's values rank configs at 0.20: 39-44 %). All behind
+  the trust gate (search/trust.py): no pruning at an epoch until completed curves show it ranks.
+- parallel: TPE's constant liar when more than one worker asks at once; bo keeps its proposals
+  away from configs still training.
 
 Functions read the spec through the registry's Protocol (this module sits below the spec
 loader, which imports it).
@@ -25,10 +31,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-MIN_STARTUP, MAX_STARTUP = 3, 10
-TRIALS_PER_STARTUP = 8  # one random start-up trial per this many trials of the budget
-HYPERBAND_MIN_EPOCHS = 3  # fewer epochs per trial leave no rungs worth the pruning
+MIN_STARTUP, BO_STARTUP = 3, 6  # bo's random start-up trials: 6 (calibration: 6 ahead of 3 and 10 at 12 and 48 trials)
+TPE_STARTUP = 10  # Optuna's own: a space of choices needs them
+BO_INPUT_TRIALS = 2  # auto picks bo when the budget holds this many trials per model input
 SH_REDUCTION, HYPERBAND_REDUCTION = 4, 3  # pruner.reduction_factor when unset: successive_halving, hyperband
+TRUST_THRESHOLD = 0.5  # pruner.trust: rank correlation with the final value an epoch needs before a trial is pruned there
+TRUST_CURVES = 5  # pruner.trust_curves: completed trials needed to measure it
+BO_MAX_TRIALS = 300  # sampler bo hands over to TPE past this many trials (a fit grows with the trials)
 
 
 @dataclass(frozen=True)
@@ -46,13 +55,31 @@ def epochs_per_trial(spec: Any) -> int | None:
 def startup_trials(spec: Any) -> Resolved:
     if spec.sampler.startup_trials is not None:
         return Resolved("sampler.startup_trials", spec.sampler.startup_trials, "set in the spec")
+    if sampler_choice(spec).value != "bo":
+        return Resolved("sampler.startup_trials", TPE_STARTUP, f"Optuna's {TPE_STARTUP}: a model of choices needs them")
     trials = spec.budget.trials
-    n = min(MAX_STARTUP, max(MIN_STARTUP, round(trials / TRIALS_PER_STARTUP)))
+    n = min(BO_STARTUP, max(MIN_STARTUP, trials // 2))
     return Resolved(
-        "sampler.startup_trials",
-        n,
-        f"budget.trials {trials}: one random trial per {TRIALS_PER_STARTUP}, at least {MIN_STARTUP}, at most {MAX_STARTUP}",
+        "sampler.startup_trials", n, f"bo: {BO_STARTUP} random trials, at most half of budget.trials {trials}, at least {MIN_STARTUP}"
     )
+
+
+def sampler_choice(spec: Any) -> Resolved:
+    """``sampler: auto`` (the default): bo when the budget holds two trials per model input, else TPE;
+    NSGA-II for several metrics."""
+    if spec.sampler.name not in (None, "auto"):
+        return Resolved("sampler.name", spec.sampler.name, "set in the spec")
+    if len(spec.metrics) > 1:
+        return Resolved("sampler.name", "nsga2", "several metrics: the model samplers score one")
+    from hpsearch.search.matrix import Matrix
+
+    shape, trials = Matrix(spec.tree), spec.budget.trials
+    inputs = f"{shape.width} model input{'s' if shape.width != 1 else ''}"
+    if trials > BO_MAX_TRIALS:
+        return Resolved("sampler.name", "tpe", f"{trials} trials: past bo's {BO_MAX_TRIALS}")
+    if trials >= BO_INPUT_TRIALS * shape.width:
+        return Resolved("sampler.name", "bo", f"{trials} trials for {inputs}: a Gaussian process over (config, epoch)")
+    return Resolved("sampler.name", "tpe", f"{trials} trials for {inputs}: too few for a Gaussian process, TPE")
 
 
 def pruner_name(spec: Any) -> Resolved:
@@ -60,12 +87,9 @@ def pruner_name(spec: Any) -> Resolved:
         return Resolved("pruner.name", spec.pruner.name, "set in the spec")
     if len(spec.metrics) > 1:
         return Resolved("pruner.name", "none", "several metrics: Optuna's pruners judge one")
-    epochs = epochs_per_trial(spec)
-    if epochs is None:
-        return Resolved("pruner.name", "median", "no fixed.epochs or pruner.max_epochs: Hyperband needs a trial's length")
-    if epochs < HYPERBAND_MIN_EPOCHS:
-        return Resolved("pruner.name", "median", f"{epochs} epochs per trial: too few rungs for Hyperband")
-    return Resolved("pruner.name", "hyperband", f"{epochs} epochs per trial: Hyperband from 1 epoch, reduction factor 3")
+    if sampler_choice(spec).value == "bo":
+        return Resolved("pruner.name", "model", "sampler bo: its model of the final value decides")
+    return Resolved("pruner.name", "median", "worse than the median at an epoch the trust gate trusts")
 
 
 def constant_liar(spec: Any) -> Resolved:
@@ -76,10 +100,12 @@ def constant_liar(spec: Any) -> Resolved:
 
 def resolve(spec: Any) -> list[Resolved]:
     """What the defaults resolved to, in the order `hpsearch validate` prints them."""
-    out = [pruner_name(spec)]
-    if spec.sampler.name in (None, "tpe", "gp", "cmaes") and len(spec.metrics) == 1:
-        out.insert(0, startup_trials(spec))
-    if spec.sampler.name in (None, "tpe") and len(spec.metrics) == 1:
+    sampler = sampler_choice(spec)
+    out = [sampler] if spec.sampler.name in (None, "auto") else []
+    if sampler.value in ("tpe", "gp", "cmaes", "bo") and len(spec.metrics) == 1:
+        out.append(startup_trials(spec))
+    out.append(pruner_name(spec))
+    if sampler.value == "tpe" and len(spec.metrics) == 1:
         out.append(constant_liar(spec))
     return out
 
@@ -87,16 +113,21 @@ def resolve(spec: Any) -> list[Resolved]:
 def table() -> str:
     """The docs' table of what a spec leaves unset (docs/spec.md, generated): the rules above, in words."""
     rows = [
-        ("sampler.name", "`tpe`; `nsga2` with several metrics"),
+        (
+            "sampler.name",
+            f"`auto`: `bo` when budget.trials is at least {BO_INPUT_TRIALS} per model input (a range is one, a choice one per "
+            f"option) and at most {BO_MAX_TRIALS}; else `tpe`; `nsga2` with several metrics",
+        ),
         (
             "sampler.startup_trials",
-            f"round(budget.trials / {TRIALS_PER_STARTUP}), at least {MIN_STARTUP}, at most {MAX_STARTUP} (tpe, gp, cmaes)",
+            f"bo: {BO_STARTUP}, at most half of budget.trials, at least {MIN_STARTUP}; tpe, gp, cmaes: {TPE_STARTUP}",
         ),
         ("sampler.constant_liar", "on with more than one worker (tpe): workers do not propose the region their running trials hold"),
+        ("pruner.name", "`model` with sampler bo; else `median`; `none` with several metrics"),
         (
-            "pruner.name",
-            f"`hyperband` from {HYPERBAND_MIN_EPOCHS} epochs per trial (`fixed.epochs` or `pruner.max_epochs`); `median` "
-            "with fewer or unknown epochs; `none` with several metrics",
+            "pruner.trust",
+            f"{TRUST_THRESHOLD}: no trial is pruned at an epoch until {TRUST_CURVES} completed trials (`pruner.trust_curves`) "
+            "show a rank correlation of at least this between that epoch's values and the final ones",
         ),
         (
             "pruner.reduction_factor",

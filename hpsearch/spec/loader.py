@@ -25,16 +25,17 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
 
 from hpsearch.base.cores import cpu_cores
 from hpsearch.base.errors import SpecError
 from hpsearch.base.text import did_you_mean
 from hpsearch.search.space import Const, Space, parse_space
+from hpsearch.spec.defaults import TRUST_CURVES, TRUST_THRESHOLD
 from hpsearch.spec.overrides import apply_overrides, from_cwd
 from hpsearch.spec.plugins import check_plugins, class_kwargs, plugin_name
-from hpsearch.spec.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS
+from hpsearch.spec.registry import BACKENDS, PRUNERS, RAY_SCHEDULERS, SAMPLERS, sampler_name
 from hpsearch.spec.safe_yaml import read_yaml
+from hpsearch.spec.schema_errors import schema_errors
 from hpsearch.trial.objective import BUILTIN, load_objective
 
 Direction = Literal["maximize", "minimize"]
@@ -58,7 +59,7 @@ class Budget(Section):
 
 
 class SamplerSpec(Section):
-    name: str | None = None  # a registry name (default: tpe, or nsga2 for several metrics) or 'package.module:Class'
+    name: str | None = None  # a registry name (default auto: chosen by the space's shape and the budget) or 'package.module:Class'
     seed: int | None = Field(None, ge=0, le=2**32 - 1)  # NumPy's (and so Optuna's) seed range
     startup_trials: int | None = Field(None, ge=0)  # random trials before the model kicks in (tpe, gp, cmaes)
     population_size: int | None = Field(None, ge=2)  # nsga2
@@ -83,12 +84,15 @@ class PrunerSpec(Section):
     percentile: float = Field(25.0, gt=0, lt=100)  # percentile pruner: keep trials above this percentile
     reduction_factor: int | None = Field(None, ge=2)  # successive_halving (4), hyperband (3)
     max_epochs: int | None = Field(None, ge=1)  # hyperband's max resource; defaults to fixed.epochs
+    # rank correlation with the final value an epoch needs before any trial is pruned there (null: no gate)
+    trust: float | None = Field(TRUST_THRESHOLD, ge=-1, le=1)
+    trust_curves: int = Field(TRUST_CURVES, ge=2)  # completed trials needed to measure it; fewer: nothing is pruned
     kwargs: dict[str, Any] = {}  # a class's keyword arguments: the other keys beside its name
 
     @model_validator(mode="before")
     @classmethod
     def _kwargs(cls, value: Any) -> Any:
-        return class_kwargs(value, ("name",))
+        return class_kwargs(value, ("name", "trust", "trust_curves"))
 
     @field_validator("name")
     @classmethod
@@ -340,45 +344,8 @@ def validate_schema(raw: dict[str, Any], errors: list[str]) -> Spec | None:
     try:
         return Spec.model_validate(raw)
     except ValidationError as exc:
-        seen: set[tuple[str, ...]] = set()
-        for err in exc.errors():
-            key = tuple(str(p) for p in err["loc"] if not _union_tag(p))
-            if key not in seen:  # `direction: maximise` fails both str and list[str]: say it once
-                seen.add(key)
-                errors.append(format_error(err))
+        errors.extend(schema_errors(exc, Spec))
         return None
-
-
-def _union_tag(part: Any) -> bool:
-    """pydantic names the member of a union (``str``, ``list[str]``, ``literal[...]``) in an error's location."""
-    return isinstance(part, str) and re.fullmatch(r"(str|int|float|bool|none|list|dict|literal|function-\w+)(\[.*\])?", part) is not None
-
-
-def format_error(err: ErrorDetails) -> str:
-    loc = [str(p) for p in err["loc"] if not _union_tag(p)]
-    key = ".".join(loc) or "(top level)"
-    if err["type"] == "extra_forbidden":
-        return f"{key}: unknown key{did_you_mean(loc[-1], known_keys(loc[:-1]))}"
-    if err["type"] == "missing":
-        return f"{key}: required"
-    msg = err["msg"].removeprefix("Value error, ")
-    if ", got " in msg:  # a validator that already names the value
-        return f"{key}: {msg}"
-    hint = ""
-    if err["type"] == "literal_error" and isinstance(err.get("input"), str):
-        close = difflib.get_close_matches(err["input"], re.findall(r"'([^']*)'", err.get("ctx", {}).get("expected", "")), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"{key}: {msg}, got {err.get('input')!r}{hint}"
-
-
-def known_keys(parent: list[str]) -> list[str]:
-    model: Any = Spec
-    for part in parent:
-        field = model.model_fields.get(part) if hasattr(model, "model_fields") else None
-        if field is None or not isinstance(field.annotation, type) or not issubclass(field.annotation, BaseModel):
-            return []
-        model = field.annotation
-    return list(model.model_fields)
 
 
 MAX_WORKERS_PER_CORE = 16  # trial slots per core before `workers` is refused (GPU slots wait on the GPU, not a core)
@@ -430,6 +397,10 @@ def check_consistency(spec: Spec, errors: list[str]) -> None:
         errors.append(
             "sampler.name: grid needs every parameter to be a choice, an int range or a stepped float, without conditional options"
         )
+    if len(spec.metrics) > 1 and (spec.sampler.name == "bo" or spec.pruner.name == "model"):
+        errors.append("sampler.name: bo and pruner model score one metric; with several, leave sampler and pruner unset (nsga2)")
+    elif spec.pruner.name == "model" and sampler_name(spec) != "bo":
+        errors.append(f"pruner.name: model asks sampler bo's model; the sampler is {sampler_name(spec)}: set sampler: bo")
     if spec.sampler.name != "nsga2" and spec.sampler.population_size is not None:
         errors.append(f"sampler.population_size: only nsga2 takes a population size, not {spec.sampler.name}")
     ranks = spec.fixed.get("processes")

@@ -115,6 +115,19 @@ def _gp(spec: Spec, seed: int | None) -> BaseSampler:
     return _quiet(lambda: optuna.samplers.GPSampler(seed=seed, **_startup(spec)))
 
 
+def _bo(spec: Spec, seed: int | None) -> BaseSampler:
+    from hpsearch.search.model import CurveModelSampler
+    from hpsearch.spec.defaults import BO_MAX_TRIALS, epochs_per_trial
+
+    return CurveModelSampler(
+        spec.tree, seed=seed, startup_trials=_startup(spec)["n_startup_trials"], max_step=epochs_per_trial(spec), max_trials=BO_MAX_TRIALS
+    )
+
+
+def _auto(spec: Spec, seed: int | None) -> BaseSampler:
+    return SAMPLERS[sampler_name(spec)].build(spec, seed)
+
+
 def _nsga2(spec: Spec, seed: int | None) -> BaseSampler:
     import optuna
 
@@ -122,6 +135,17 @@ def _nsga2(spec: Spec, seed: int | None) -> BaseSampler:
 
 
 SAMPLERS: dict[str, Entry[BaseSampler]] = {
+    "auto": Entry(
+        "chosen from the space's shape and the budget (the default; `hpsearch validate` says which and why): "
+        "see What the spec leaves unset",
+        _auto,
+    ),
+    "bo": Entry(
+        "hpsearch's Bayesian optimisation: a Gaussian process over (config, epoch) fitted on every reported epoch, pruned "
+        "trials' included; the config with the highest expected improvement at the last epoch; TPE takes over past "
+        "a few hundred trials",
+        _bo,
+    ),
     "tpe": Entry(
         "tree-structured Parzen estimator, multivariate over conditional groups; random for the first `startup_trials`; "
         "constant liar with several workers",
@@ -181,7 +205,13 @@ def build_plugin(spec: Spec, kind: Kind, seed: int | None = None) -> Any:
 
 
 def sampler_name(spec: Spec) -> str:
-    return spec.sampler.name or ("nsga2" if len(spec.metrics) > 1 else "tpe")
+    """The sampler that runs: the spec's, or what ``auto`` (the default) chooses (hpsearch/spec/defaults.py)."""
+    if spec.sampler.name not in (None, "auto"):
+        return str(spec.sampler.name)
+    from hpsearch.spec.defaults import sampler_choice
+
+    name: str = sampler_choice(spec).value
+    return name
 
 
 def pruner_name(spec: Spec) -> str:
@@ -234,6 +264,21 @@ def _hyperband(spec: Spec) -> BasePruner:
     )
 
 
+def _model(spec: Spec) -> BasePruner:
+    from hpsearch.search.model import CurvePruner
+
+    return CurvePruner()
+
+
+def trusted(spec: Spec, pruner: BasePruner) -> BasePruner:
+    """Behind the trust gate (``pruner.trust``): no pruning at a step whose values do not yet rank trials."""
+    if spec.pruner.trust is None:
+        return pruner
+    from hpsearch.search.trust import TrustedPruner
+
+    return TrustedPruner(pruner, spec.pruner.trust, spec.pruner.trust_curves)
+
+
 def _no_pruner(spec: Spec) -> BasePruner:
     import optuna
 
@@ -253,6 +298,11 @@ PRUNERS: dict[str, Entry[BasePruner]] = {
     "hyperband": Entry(
         "Hyperband: successive halving in several brackets up to `max_epochs`, each rung keeps 1/`reduction_factor`",
         _hyperband,
+    ),
+    "model": Entry(
+        "stop a trial once sampler bo's model gives its final value, from the epochs it reported, less than 5 % chance "
+        "to beat the best so far (needs sampler bo)",
+        _model,
     ),
     "none": Entry("every trial runs all its epochs", _no_pruner),
 }

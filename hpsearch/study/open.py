@@ -6,10 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 import optuna
 
-from hpsearch.spec.registry import PRUNERS, SAMPLERS, build_plugin, is_import_path, pruner_name, sampler_name
+from hpsearch.spec.registry import PRUNERS, SAMPLERS, build_plugin, is_import_path, pruner_name, sampler_name, trusted
 from hpsearch.study.storage import (
     open_storage,
 )
+from hpsearch.study.trust import record
 
 if TYPE_CHECKING:
     from hpsearch.spec.loader import Spec
@@ -31,7 +32,9 @@ def build_pruner(spec: Spec) -> optuna.pruners.BasePruner:
     if is_import_path(spec.pruner.name):
         pruner: optuna.pruners.BasePruner = build_plugin(spec, "pruner")
         return pruner
-    return PRUNERS[pruner_name(spec)].build(spec)
+    name = pruner_name(spec)
+    pruner = PRUNERS[name].build(spec)
+    return pruner if name == "none" else trusted(spec, pruner)
 
 
 def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.Study:
@@ -68,6 +71,8 @@ def open_study(spec: Spec, seed_salt: int = 0, storage: Any = None) -> optuna.St
             study.enqueue_trial(spec.tree.params_from_config({**spec.fixed, **config}), user_attrs={"warm_start": True})
     elif old.user_attrs.get(DEFINITION) != new:  # created before studies kept one, or the space changed (warned)
         study.set_user_attr(DEFINITION, new)
+    ungated = is_import_path(spec.pruner.name) or pruner_name(spec) == "none" or spec.pruner.trust is None or len(spec.metrics) > 1
+    record(study, None if ungated else {"threshold": spec.pruner.trust, "curves": spec.pruner.trust_curves})
     imported = imported_count(study)
     if imported:  # the median/percentile pruners count completed trials, imported ones too: wait for this study's own
         startup = spec.pruner.startup_trials + imported

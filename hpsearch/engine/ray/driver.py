@@ -95,7 +95,7 @@ def run_rounds(spec: Spec, study: optuna.Study, recorder: Recorder, progress: Pr
                 param_space=param_space,
                 tune_config=tune.TuneConfig(
                     search_alg=search_alg,
-                    scheduler=build_scheduler(spec),
+                    scheduler=build_scheduler(spec, study),
                     num_samples=remaining,
                     max_concurrent_trials=concurrency,
                     time_budget_s=left,

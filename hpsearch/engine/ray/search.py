@@ -90,13 +90,38 @@ def max_epochs(spec: Spec) -> int:
     return int(epochs) if isinstance(epochs, int) and epochs > 0 else DEFAULT_MAX_EPOCHS
 
 
-def build_scheduler(spec: Spec) -> Any:
-    """The spec's Ray scheduler from the registry; FIFO for several metrics (no scheduler compares vectors)."""
+def build_scheduler(spec: Spec, study: optuna.Study | None = None) -> Any:
+    """The spec's Ray scheduler from the registry; FIFO for several metrics (no scheduler compares vectors).
+    With ``study``, asha and median stop a trial only at an epoch the trust gate trusts (``pruner.trust``)."""
     name = spec.ray.scheduler if len(spec.metrics) == 1 else "fifo"
     horizon = max_epochs(spec)
     common = {"time_attr": "epoch", "metric": spec.metrics[0], "mode": "max" if spec.directions[0] == "maximize" else "min"}
     grace = min(spec.pruner.warmup_epochs + 1, horizon)  # as with the Optuna pruners, warmup epochs are never stopped
-    return RAY_SCHEDULERS[name].build(spec, RayKit(common, horizon, grace, lambda: build_pbt(spec, common)))
+    scheduler = RAY_SCHEDULERS[name].build(spec, RayKit(common, horizon, grace, lambda: build_pbt(spec, common)))
+    if study is not None and spec.pruner.trust is not None and name in ("asha", "median"):
+        trust_gate(scheduler, study, spec.pruner.trust, spec.pruner.trust_curves)
+    return scheduler
+
+
+def trust_gate(scheduler: Any, study: optuna.Study, threshold: float, curves: int) -> None:
+    """A STOP at an epoch whose values do not yet rank the completed trials becomes CONTINUE (search/trust.py).
+    Only asha and median: hyperband pauses and pbt exploits, which a gate would unbalance."""
+    from optuna.trial import TrialState
+    from ray.tune.schedulers import TrialScheduler
+
+    from hpsearch.search.trust import completed_curves, step_trust
+
+    decide = scheduler.on_trial_result
+
+    def on_trial_result(controller: Any, trial: Any, result: dict[str, Any]) -> str:
+        decision: str = decide(controller, trial, result)
+        if decision == TrialScheduler.STOP:
+            done = completed_curves(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+            if not step_trust(int(result.get("epoch", 0)), done, threshold, curves).trusted:
+                return str(TrialScheduler.CONTINUE)
+        return decision
+
+    scheduler.on_trial_result = on_trial_result
 
 
 def build_pbt(spec: Spec, common: dict[str, Any]) -> Any:
