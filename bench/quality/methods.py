@@ -61,9 +61,10 @@ def quiet_optuna() -> Any:
     return optuna
 
 
-def optuna_search(task: Task, budget: int, seed: int, sampler: Any, pruner: Any, study: Any = None) -> Trace:
+def optuna_search(task: Task, budget: int, seed: int, sampler: Any, pruner: Any, study: Any = None, pick: Any = None) -> Trace:
     """The ask/tell loop every Optuna-based method shares (hpsearch's defaults included); on
-    ``study`` when given (its own sampler and pruner), else on a new in-memory one."""
+    ``study`` when given (its own sampler and pruner), else on a new in-memory one. ``pick``:
+    the method's own answer (``(study, tree) -> trial``), scored instead of the best observed."""
     optuna = quiet_optuna()
     from hpsearch.search.space import parse_space
 
@@ -103,6 +104,9 @@ def optuna_search(task: Task, budget: int, seed: int, sampler: Any, pruner: Any,
         if state == "complete":
             study.tell(trial, values[-1])
             best.offer(config, values[-1])
+            if pick is not None:  # what the method returns, not the max it saw
+                chosen = pick(study, tree)
+                best.true = task.true_value(tree.config_from_params(chosen.params))
         elif state == "pruned":
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         own += clock() - t
@@ -175,23 +179,30 @@ def hpsearch_spec(task: Task, budget: int, seed: int, **overrides: Any) -> Any:
     return spec
 
 
-def startup_plan(task: Task, budget: int, **overrides: Any) -> int:
-    """What hpsearch sets from the budget: its resolved start-up trials (the only setting of its
-    defaults that follows the budget; the pruner follows the epochs)."""
-    from hpsearch.spec.defaults import startup_trials
+def startup_plan(task: Task, budget: int, **overrides: Any) -> tuple[Any, ...]:
+    """What hpsearch sets from the budget: the sampler auto picks, its start-up trials and the pruner
+    (budgets that resolve the same share one search)."""
+    from hpsearch.spec.defaults import pruner_name, sampler_choice, startup_trials
 
-    n: int = startup_trials(hpsearch_spec(task, budget, 0, **overrides)).value
-    return n
+    spec = hpsearch_spec(task, budget, 0, **overrides)
+    return (sampler_choice(spec).value, startup_trials(spec).value, pruner_name(spec).value)
 
 
-def hpsearch_defaults(task: Task, budget: int, seed: int, **overrides: Any) -> Trace:
+def hpsearch_defaults(task: Task, budget: int, seed: int, noise_aware: bool = True, **overrides: Any) -> Trace:
     """hpsearch's shipped defaults, built by the code path ``hpsearch run`` uses (registry builders
     from a Spec), not re-implemented here."""
+    from hpsearch.search.incumbent import best
     from hpsearch.study.open import build_pruner, build_sampler
 
     spec = hpsearch_spec(task, budget, seed, **overrides)
     quiet_optuna()
-    return optuna_search(task, budget, seed, build_sampler(spec), build_pruner(spec))
+    pick = partial_pick(best, task.direction == "maximize") if noise_aware else None
+    return optuna_search(task, budget, seed, build_sampler(spec), build_pruner(spec), pick=pick)
+
+
+def partial_pick(best: Any, maximize: bool) -> Any:
+    """hpsearch's answer, as ``hpsearch best`` gives it: the noise-aware incumbent."""
+    return lambda study, tree: best(study.get_trials(deepcopy=False), tree, maximize).trial
 
 
 SOURCE_EPOCHS, SOURCE_FIDELITY = 24, 2  # the warm start's source: 12 trials of 2 epochs
@@ -240,6 +251,6 @@ def hpsearch_warm(task: Task, budget: int, seed: int) -> Trace:
     return trace
 
 
-def warm_plan(task: Task, budget: int) -> int:
+def warm_plan(task: Task, budget: int) -> tuple[Any, ...]:
     """hpsearch_warm's plan: its warm-started study's start-up trials, on what the source leaves."""
     return startup_plan(task, budget - SOURCE_EPOCHS)

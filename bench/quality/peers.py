@@ -13,6 +13,7 @@ import logging
 import math
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.quality.methods import Incumbent, Trace
@@ -125,7 +126,7 @@ def smac_hb_search(task: Task, budget: int, seed: int) -> Trace:
     tree, cs = configspace(task, seed)
     with tempfile.TemporaryDirectory() as out:
         scenario = Scenario(
-            cs, deterministic=True, n_trials=10_000, min_budget=1, max_budget=task.max_epochs, seed=seed, output_directory=out
+            cs, deterministic=True, n_trials=10_000, min_budget=1, max_budget=task.max_epochs, seed=seed, output_directory=Path(out)
         )
         intensifier = HyperbandFacade.get_intensifier(scenario, eta=3)
         smac = HyperbandFacade(scenario, lambda config, seed=0, budget=1: 0.0, intensifier=intensifier, overwrite=True, logging_level=40)
