@@ -1,11 +1,13 @@
 # make run   - fresh clone -> .venv -> a real study on spaces/quickstart.yaml (offline, CPU, minutes)
-# make test  - fresh clone -> .venv -> lint, format and type checks, the docs site (strict), then the test suite (what .ci/run calls)
+# make check - the edit-test loop: lint, format and type checks, then the tests that need no server and no long training
+# make test  - fresh clone -> .venv -> lint, format and type checks, the docs site (strict), then every test (what .ci/run calls)
 # make docs  - the docs site into site/ (mkdocs build --strict: a broken link or a missing page fails)
+# make hooks - pre-commit's hooks (.pre-commit-config.yaml) into .git/hooks
 PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv run check docs test bench clean
+.PHONY: venv run lint check docs test hooks bench clean
 
 venv: $(VENV)/.installed
 
@@ -19,16 +21,23 @@ $(VENV)/.installed: pyproject.toml
 run: venv
 	$(BIN)/hpsearch run spaces/quickstart.yaml
 
-check: venv
+lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+FAST := not (slow or postgres or ray or browser)
+check: lint
+	$(BIN)/python -m pytest -q -m "$(FAST)"
+
 docs: venv
 	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict  # not --quiet: it hides the warnings that --strict counts
 
-test: check docs
+test: lint docs
 	$(BIN)/python -m pytest -q
+
+hooks: venv
+	$(BIN)/pre-commit install --hook-type pre-commit --hook-type commit-msg
 
 bench: venv
 	$(BIN)/pip install -q -e '.[dev,bench]'
