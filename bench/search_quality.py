@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{task:18s} {budget:>4s}: {line}")
     result = {"command": started_as("bench.search_quality", argv), "tier": args.tier}
     result |= {"seeds": [args.seeds.start, args.seeds.stop], "budgets": sorted(args.budget), "methods": methods, "wall_s": round(wall, 1)}
-    result |= {"jobs": args.jobs, "cpu": cpu_model(), "tasks": summary}
+    cpu_s = {m: round(sum(t.cpu_s for key, t in traces.items() if key[1] == m), 1) for m in methods}  # every search once
+    result |= {"jobs": args.jobs, "cpu": cpu_model(), "cpu_s_per_method": cpu_s, "tasks": summary}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n")

@@ -33,7 +33,9 @@ def _task(name: str) -> Task:
 def _one(job: tuple[str, str, int, int]) -> tuple[tuple[str, str, int, int], dict[str, Any]]:
     task_name, method, budget, seed = job
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    started = time.process_time()
     trace = METHODS[method].run(_task(task_name), budget, seed)
+    trace.cpu_s = time.process_time() - started
     return job, asdict(trace)
 
 

@@ -31,6 +31,7 @@ class Trace:
     pruned: list[int] = field(default_factory=list)  # cumulative pruned_epochs after each finished trial (read at any budget)
     trials: int = 0
     sampler_s: float = 0.0
+    cpu_s: float = 0.0  # the whole search's CPU time, task included (the harness measures it)
 
     def record(self, spent: int, incumbent: float) -> None:
         """A trial finished with ``spent`` epochs spent in all."""
