@@ -60,7 +60,7 @@ def run_hpsearch(trials: int) -> dict[str, Any]:
 
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
-        spec = load_spec(write_spec(Path(tmp), trials))
+        spec = load_spec(write_spec(Path(tmp), trials, sampler="auto"))  # the default: what a user's spec gets
         with Timer() as t:
             work(spec, quiet=True, steps=clock)
     ends = sorted(clock.ends)

@@ -39,13 +39,14 @@ LABELS = {
 }
 
 
-def write_spec(folder: Path, trials: int) -> Path:
-    """The toy study as an hpsearch spec: the same space, sampler and pruner as run_optuna's script."""
+def write_spec(folder: Path, trials: int, sampler: str = "tpe") -> Path:
+    """The toy study as an hpsearch spec: the same space, sampler and pruner as run_optuna's script
+    (``sampler: auto``: what hpsearch picks, TPE past bo's 300 trials)."""
     folder.mkdir(parents=True, exist_ok=True)
     spec = folder / "orch.yaml"
     spec.write_text(
         f'study: orch\nobjective: "{TOY}:objective"\noutput: {folder / "runs"}\nbudget: {{trials: {trials}, max_failures: null}}\n'
-        f"sampler: {{name: tpe, seed: 0}}\npruner: {{name: median, warmup_epochs: {WARMUP}, startup_trials: {STARTUP}}}\n"
+        f"sampler: {{name: {sampler}, seed: 0}}\npruner: {{name: median, warmup_epochs: {WARMUP}, startup_trials: {STARTUP}, trust: null}}\n"
         f"fixed: {{epochs: {EPOCHS}}}\nspace:\n  lr: {{float: [1.0e-4, 1.0], log: true}}\n  optimizer:\n    choice:\n"
         "      sgd: {momentum: {float: [0.5, 0.99]}}\n      adamw: {beta1: {float: [0.8, 0.95]}}\n"
     )

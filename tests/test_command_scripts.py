@@ -170,7 +170,7 @@ metric: {metric}
 direction: {direction}
 budget: {{trials: 2}}
 sampler: {{name: random, seed: 1}}
-pruner: {{name: median, startup_trials: 1, warmup_epochs: {warmup}}}
+pruner: {{name: median, startup_trials: 1, warmup_epochs: {warmup}, trust: null}}  # the median alone: pruned on the step the script prints
 fixed: {fixed}
 space:
   {param}: {{float: [{low}, {high}], log: true}}
@@ -230,7 +230,7 @@ metric: val_loss
 direction: minimize
 budget: {trials: 4}
 sampler: {name: random, seed: 1}
-pruner: {name: median, startup_trials: 1, warmup_epochs: 20}
+pruner: {name: median, startup_trials: 1, warmup_epochs: 20, trust: null}
 fixed: {max_epochs: 4}
 space:
   lr: {float: [1.0e-5, 1.0], log: true}
@@ -297,7 +297,7 @@ objective: {command: python nanogpt_like.py, flags: {booleans: python}}
 metric: val_loss
 direction: minimize
 budget: {trials: 8}
-pruner: {name: hyperband, warmup_epochs: 50}   # the first rung at iteration 50; no max_epochs: the first completed trial's last step
+pruner: {name: hyperband, warmup_epochs: 50, trust: null}   # the first rung at iteration 50; no max_epochs: the first completed trial's last step
 fixed: {max_iters: 300, dropout: 0.1, compile: false}
 space:
   learning_rate: {float: [1.0e-6, 1.0e-1], log: true}

@@ -82,7 +82,7 @@ output: {out}
 backend: ray
 budget: {{trials: 6}}
 sampler: {{name: tpe, seed: 1, startup_trials: 6}}   # random draws, as this test was written: a spread for ASHA to cut
-pruner: {{warmup_epochs: 0, reduction_factor: 2}}   # ASHA: first rung after epoch 1, keep the better half
+pruner: {{warmup_epochs: 0, reduction_factor: 2, trust: null}}   # ASHA: first rung after epoch 1, keep the better half
 ray: {{address: "{ray_address}"}}
 resources: {{gpus_per_trial: 0}}
 fixed: {{dataset: digits, model: mlp, epochs: 3, batch_size: 64, threads: 1, seed: 0}}

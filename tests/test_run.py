@@ -46,7 +46,7 @@ def test_real_study_on_digits_prunes_and_logs(write_spec, tmp_path):
         output: {out}
         budget: {{trials: 5}}
         sampler: {{name: random, seed: 0}}
-        pruner: {{name: percentile, percentile: 75, startup_trials: 1, warmup_epochs: 0}}
+        pruner: {{name: percentile, percentile: 75, startup_trials: 1, warmup_epochs: 0, trust: null}}
         fixed: {{dataset: digits, model: resnet8, width: 8, epochs: 3, batch_size: 64, threads: 1}}
         space:
           lr: {{float: [1e-4, 0.5], log: true}}
