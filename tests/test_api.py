@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 import hpsearch
 from tests.conftest import cli
 
 
+@pytest.mark.slow
 def test_load_gives_the_study_and_one_row_per_trial_with_values_params_and_config(write_spec, tmp_path):
     spec = write_spec(
         """

@@ -47,6 +47,7 @@ def storage(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'runs' / 'late' / 'study.db'}"
 
 
+@pytest.mark.slow
 def test_audit_finds_the_pruned_winner_and_reuses_its_reruns(late, tmp_path, capsys):
     assert main(["audit", str(late), "--quiet"]) == 0
     out = capsys.readouterr().out
@@ -72,6 +73,7 @@ def test_audit_finds_the_pruned_winner_and_reuses_its_reruns(late, tmp_path, cap
     assert (tmp_path / "runs" / "late" / "report" / "audit.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 def test_audit_takes_the_pruned_trials_that_ranked_best_when_pruned(late, tmp_path, capsys):
     assert main(["audit", str(late), "--pruned", "1", "--quiet"]) == 0
     out = capsys.readouterr().out
@@ -80,6 +82,7 @@ def test_audit_takes_the_pruned_trials_that_ranked_best_when_pruned(late, tmp_pa
     assert "0 of 1 audited pruned trials" in out
 
 
+@pytest.mark.slow
 def test_a_study_without_pruned_trials_has_nothing_to_audit(write_spec, capsys):
     spec = write_spec(SPEC.replace("name: median, startup_trials: 2, warmup_epochs: 0", "name: none"))
     assert main(["run", str(spec), "--quiet"]) == 0

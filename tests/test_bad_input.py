@@ -77,6 +77,7 @@ def test_the_corpus_has_at_least_40_cases():
     assert len(BAD_SPECS) >= 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", BAD_SPECS, ids=[p.stem for p in BAD_SPECS])
 def test_bad_spec(path: Path, workdir, capsys):
     code, _, err = run_main(["run", f"bad_specs/{path.name}"], capsys)
@@ -116,6 +117,7 @@ FLAG_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags,fragment", FLAG_CASES.values(), ids=FLAG_CASES.keys())
 def test_bad_flag(flags: list[str], fragment: str, workdir, capsys):
     code, out, err = run_main(["run", "bad_specs/good.yaml", *flags], capsys)
@@ -178,12 +180,14 @@ def test_several_problems_are_all_reported_one_line_each(workdir, capsys):
     assert not written(workdir)
 
 
+@pytest.mark.slow
 def test_the_python_tag_never_runs(workdir):
     """As a user runs it: the tag's command would create pwned.txt."""
     result = cli("run", "bad_specs/python_object_tag.yaml", cwd=workdir)
     assert_one_line(result.returncode, result.stderr, "is not allowed: a spec holds plain data", workdir)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["yaml_unclosed_bracket", "builtin_dataset_files_missing"])
 def test_bad_spec_from_a_real_process(case: str, workdir):
     path = ROOT / "tests" / "bad_specs" / f"{case}.yaml"
@@ -199,6 +203,7 @@ def test_missing_dataset_says_where_it_looked_and_how_to_get_it(workdir, capsys)
     assert "download: true" in line  # how to get it
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "flags,fragment",
     [
@@ -215,6 +220,7 @@ def test_bad_flag_from_a_real_process(flags: list[str], fragment: str, workdir):
     assert "secret" not in result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_the_dashboard_binds_to_this_machine_unless_told(workdir, monkeypatch, capsys):
     import optuna_dashboard
 
@@ -228,6 +234,7 @@ def test_the_dashboard_binds_to_this_machine_unless_told(workdir, monkeypatch, c
     assert served == ["127.0.0.1", "0.0.0.0"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["yaml_alias_bomb", "yaml_nested_too_deep", "yaml_alias_cycle"])
 def test_hostile_yaml_is_one_line_from_a_real_process_and_never_hangs(case: str, workdir):
     """Before the limits, the alias bomb ran for minutes and 5,000 brackets ended in a RecursionError traceback."""
@@ -235,6 +242,7 @@ def test_hostile_yaml_is_one_line_from_a_real_process_and_never_hangs(case: str,
     assert_one_line(result.returncode, result.stderr, expected(ROOT / "tests" / "bad_specs" / f"{case}.yaml"), workdir)
 
 
+@pytest.mark.slow
 def test_a_very_large_spec_is_refused_before_it_is_parsed(workdir):
     big = workdir / "big.yaml"
     big.write_text(GOOD_SPEC.replace("../fixtures", "fixtures") + "description: |\n" + "  a line of text\n" * 20_000)  # 332 KiB
@@ -243,6 +251,7 @@ def test_a_very_large_spec_is_refused_before_it_is_parsed(workdir):
     assert "limit 64 KiB" in line
 
 
+@pytest.mark.slow
 def test_an_empty_space_says_there_is_nothing_to_search_and_writes_nothing(workdir):
     result = cli("run", "bad_specs/space_empty.yaml", cwd=workdir)
     line = assert_one_line(result.returncode, result.stderr, "nothing to search", workdir)
@@ -270,6 +279,7 @@ def test_a_download_that_fails_is_one_line_before_the_study_starts(dataset: str,
     assert not (workdir / "data").exists()  # the failed download left nothing behind
 
 
+@pytest.mark.slow
 def test_hostile_yaml_in_a_set_value_or_an_exported_config_is_one_line(workdir):
     """--set values and `hpsearch train FILE` go through the spec's limits too (they used plain yaml.load)."""
     levels = ["&a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 
@@ -104,6 +106,7 @@ def test_one_import_style_absolute_and_no_private_names_across_modules():
     assert offenders == []
 
 
+@pytest.mark.slow
 def test_no_sys_path_edits_in_bench_or_tests():
     offenders = []
     for path in [*BENCH.rglob("*.py"), *(ROOT / "tests").rglob("*.py")]:

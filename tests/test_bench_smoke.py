@@ -35,6 +35,7 @@ def bench():
     torch.set_flush_denormal(False)  # the objective's flush_denormal sets it on this thread: back to the default
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(FIGURES))
 def test_smoke_run_writes_its_result(bench, tmp_path, monkeypatch, name):
     monkeypatch.chdir(tmp_path)  # nothing may land in the working tree
@@ -97,6 +98,7 @@ def test_render_shows_results_and_says_what_has_not_run(bench, tmp_path):
     assert "<!-- begin generated: table growth -->\n<!-- end generated -->" in growth
 
 
+@pytest.mark.slow
 def test_search_quality_smoke_reports_every_figure_per_task_method_and_budget(tmp_path, monkeypatch):
     """python -m bench.search_quality --smoke: 2 tasks x 3 methods x 3 seeds through the real harness."""
     from bench import search_quality
@@ -131,6 +133,7 @@ def test_regret_and_expected_running_time_on_hand_made_traces():
     assert ert([fast, slow], 0.1, 24, ref, "maximize") == 36.0
 
 
+@pytest.mark.slow
 def test_ray_schedulers_prune_inside_the_budget_and_replay_the_same_search():
     """bench/quality/ray_methods.py: Ray's own ASHA objects stop trials in the shared ask/tell loop."""
     pytest.importorskip("ray.tune")

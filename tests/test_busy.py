@@ -42,6 +42,7 @@ def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["in_process", "two_slots"])
 def test_trials_run_with_passive_openmp_waits_by_default(tmp_path: Path, workers: list[str], monkeypatch):
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # as a user starts it (hpsearch.cli.main in this process sets it)
@@ -55,6 +56,7 @@ def test_trials_run_with_passive_openmp_waits_by_default(tmp_path: Path, workers
     assert 1 <= len({r["pid"] for r in runs}) <= (2 if workers else 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["--workers", "2"]], ids=["in_process", "two_slots"])
 def test_a_wait_policy_the_user_chose_is_kept(tmp_path: Path, workers: list[str]):
     spec, record = study(tmp_path)
@@ -63,6 +65,7 @@ def test_a_wait_policy_the_user_chose_is_kept(tmp_path: Path, workers: list[str]
     assert {r["wait_policy"] for r in records(record)} == {"ACTIVE"}
 
 
+@pytest.mark.slow
 def test_fixed_threads_above_a_slots_share_is_capped_with_one_notice(tmp_path: Path):
     """The issue: quickstart said threads: 2, and --workers 2 ran 4 threads on 2 cores."""
     share = max(1, cpu_cores() // 2)
@@ -89,6 +92,7 @@ def test_fixed_threads_above_this_machines_cores_is_capped_in_process_too(tmp_pa
     assert {r["threads"] for r in records(record)} == {cpu_cores()}
 
 
+@pytest.mark.slow
 def test_fixed_threads_within_the_share_is_left_alone(tmp_path: Path):
     spec, record = study(tmp_path, threads=1)
     result = cli("run", "busy.yaml", "--workers", "2", cwd=tmp_path)

@@ -25,6 +25,8 @@ from tests.conftest import ROOT, TOY, free_port
 from tests.pgserver import PASSWORD
 from tests.raycluster import RayCluster, session_processes, sessions_in
 
+pytestmark = [pytest.mark.slow]
+
 BUDGET = 30
 ENV = {"HPSEARCH_HEARTBEAT_S": "1", "HPSEARCH_GRACE_S": "4", "PYTHONUNBUFFERED": "1"}
 KILLED = ("failed: process died", "interrupted", "failed: slot process killed by SIGKILL")

@@ -82,6 +82,7 @@ def test_python_m_hpsearch_is_the_console_script() -> None:
     ] * 2
 
 
+@pytest.mark.slow
 def test_the_objectives_own_entry_reads_values_as_a_spec_does():
     """`python -m hpsearch.objectives.image_classification key=value ...`: weight_decay=5e-4 is a number, as in a spec."""
     args = ["dataset=digits", "model=mlp", "epochs=1", "weight_decay=5e-4", "lr=1e-2", "threads=1"]

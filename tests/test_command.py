@@ -42,6 +42,7 @@ def running(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_pruned_mid_run_ends_the_script(tmp_path: Path) -> None:
     seen: list[int] = []
     reporter = Reporter(
@@ -55,6 +56,7 @@ def test_pruned_mid_run_ends_the_script(tmp_path: Path) -> None:
     assert "training 8 epochs" in (tmp_path / "t0" / "output.log").read_text()  # its output is kept
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     def interrupt(epoch: int, metrics: dict[str, float]) -> None:
         if epoch == 2:
@@ -74,6 +76,7 @@ def test_killed_run_resumes_from_its_checkpoint(tmp_path: Path) -> None:
     assert resumed.metrics["val_acc"] == whole.metrics["val_acc"]  # the resumed run is the same run
 
 
+@pytest.mark.slow
 def test_script_failure_is_a_failed_trial_with_its_stderr(tmp_path: Path) -> None:
     folder = tmp_path / "t3"
     outcome = run_trial(objective("--crash-at 2"), {"epochs": 3}, Reporter(trial_dir=folder, checkpoint_path=folder / "c.pt"), ["val_acc"])
@@ -160,6 +163,7 @@ warm_start: [{{lr: 0.5}}, {{lr: 1.0e-5}}]
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metrics", ["kv", "tensorboard"])
 def test_search_export_train_an_outside_script(tmp_path: Path, metrics: str) -> None:
     """Trial 0 learns (lr 0.5); trial 1 (lr 1e-5) is below it at epoch 2 and pruned; the exported best
@@ -183,6 +187,7 @@ def test_search_export_train_an_outside_script(tmp_path: Path, metrics: str) -> 
     assert yaml.safe_load((tmp_path / "best.yaml").read_text())["config"]["lr"] == 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["slots", "ray"])
 def test_the_script_runs_in_slots_and_under_ray(tmp_path: Path, backend: str) -> None:
     (tmp_path / "train_mlp.py").write_text(SCRIPT.read_text())
@@ -202,6 +207,7 @@ def test_the_script_runs_in_slots_and_under_ray(tmp_path: Path, backend: str) ->
         assert "ray: the objective's printed output is in " in ran.stdout
 
 
+@pytest.mark.slow
 def test_the_docs_command_example_runs_as_written(tmp_path: Path) -> None:
     """docs/your-code.md's train.py and search.yaml, as a reader copies them."""
     text = (Path(__file__).resolve().parents[1] / "docs" / "your-code.md").read_text()
@@ -232,6 +238,7 @@ def _epochs(run: Path) -> int:
     return len(history.read_text().splitlines()) if history.exists() else 0
 
 
+@pytest.mark.slow
 def test_train_killed_with_sigkill_resumes_from_the_scripts_checkpoint(tmp_path: Path) -> None:
     """kill -9 of `hpsearch train` takes the script with it; the same command again resumes at epoch 3."""
     import os

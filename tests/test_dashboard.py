@@ -88,6 +88,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             proc.kill()
 
 
+@pytest.mark.slow
 def test_dashboard_serves_the_study_over_http(served: Served) -> None:
     detail = _get_json(f"{served.base}/api/studies/{served.study_id}")
 
@@ -120,6 +121,9 @@ def _chromium(user_data_dir: Path, *args: str) -> subprocess.CompletedProcess[st
     )
 
 
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.slow
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium (.ci/install-system.sh installs it)")
 def test_dashboard_study_page_renders_in_a_headless_browser(served: Served, tmp_path: Path) -> None:
     page = f"{served.base}/dashboard/studies/{served.study_id}"

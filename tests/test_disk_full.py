@@ -29,6 +29,7 @@ def small_disk(tmp_path: Path):
         subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_from_the_parent_and_no_trial_stays_running_after_the_next_run(small_disk, tmp_path):
     spec = tmp_path / "spec.yaml"
     spec.write_text(

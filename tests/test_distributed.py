@@ -31,6 +31,7 @@ TINY = {
 }
 
 
+@pytest.mark.slow
 def test_two_processes_train_the_weights_of_one_process_with_the_doubled_batch(tmp_path):
     import torch
 
@@ -61,6 +62,7 @@ def test_two_processes_train_the_weights_of_one_process_with_the_doubled_batch(t
     assert abs(ddp["train_loss"] - single["train_loss"]) < 1e-5  # summed over both ranks' samples
 
 
+@pytest.mark.slow
 def test_hpsearch_train_processes_2_trains_and_writes_metrics_and_model(tmp_path, capsys):
     config = tmp_path / "best.yaml"
     doc = {
@@ -90,6 +92,7 @@ def test_hpsearch_train_processes_2_trains_and_writes_metrics_and_model(tmp_path
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow
 def test_search_trials_run_as_two_ranks_rank_0_stops_all_and_a_crashing_rank_fails_its_trial_leaving_no_process(tmp_path):
     pids = tmp_path / "pids"
     pids.mkdir()
@@ -134,6 +137,7 @@ def test_search_trials_run_as_two_ranks_rank_0_stops_all_and_a_crashing_rank_fai
     assert [pid for pid in started if _alive(pid)] == []
 
 
+@pytest.mark.slow
 def test_a_rank_ends_without_waiting_on_threads_it_left_running_and_runs_its_atexit_handlers(tmp_path, capfd):
     # ranks end with os._exit, not interpreter finalization: a gloo thread still freeing the last
     # collective's tensors aborted finalization (SIGABRT) about 1 run in 8 on a busy machine

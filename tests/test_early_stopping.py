@@ -88,6 +88,7 @@ def test_train_stops_early_and_keeps_the_best_epochs_weights(tmp_path, capsys):
     assert val_acc == pytest.approx(got["val_acc"], abs=1e-9) and val_loss == pytest.approx(got["val_loss"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_a_run_killed_before_it_stops_resumes_the_count_from_its_checkpoint(tmp_path):
     whole = tmp_path / "whole"
     assert main(["train", str(write_config(tmp_path / "c.yaml")), "-o", str(whole), "--quiet"]) == 0

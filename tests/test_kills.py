@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import ROOT, cli
@@ -29,6 +30,7 @@ def children(pid: int) -> list[str]:
     return subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False).stdout.split()
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_parent_of_slots_leaves_process_died_and_the_rerun_retries_first(write_spec, tmp_path):
     spec = write_spec(SLOW_SPEC.replace("{trials}", "4").replace("{{name: random, seed: 0}}", "random").replace(*HANG))
     proc = start_run(spec, "--workers", "2")

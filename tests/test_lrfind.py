@@ -32,6 +32,7 @@ def suggested(stdout: str) -> dict[str, tuple[float, float]]:
     return {name: (float(low), float(high)) for name, low, high in rows}
 
 
+@pytest.mark.slow
 def test_lr_find_suggests_plots_and_writes_a_narrowed_spec(write_spec, tmp_path):
     spec = write_spec(SPEC)
     before = spec.read_bytes()

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.cli import main
@@ -73,6 +74,7 @@ def outlast_the_limit(pg_server, proc: subprocess.Popen) -> str:
     return out
 
 
+@pytest.mark.slow
 def test_workers_ride_out_a_restart_and_a_4_s_stop_with_nothing_failed_or_run_twice(pg_server, tmp_path):
     spec, study = write(tmp_path, trials=4, epochs=12)  # ~3 s a trial: every outage hits running trials
     procs = [worker(spec, pg_server.url) for _ in range(2)]
@@ -96,6 +98,7 @@ def test_workers_ride_out_a_restart_and_a_4_s_stop_with_nothing_failed_or_run_tw
     assert all(sorted(t.intermediate_values) == list(range(1, 13)) for t in done)  # every report was written
 
 
+@pytest.mark.slow
 def test_past_the_outage_limit_a_worker_stops_in_one_line_and_its_trial_is_retried_first(pg_server, tmp_path):
     # the limit from the spec; --storage sets storage.url and keeps it
     spec, study = write(tmp_path, trials=2, epochs=12, extra="storage: {outage_s: 2}\n")
@@ -119,6 +122,7 @@ def test_past_the_outage_limit_a_worker_stops_in_one_line_and_its_trial_is_retri
     assert len([t for t in done if t.state == TrialState.COMPLETE]) == 2
 
 
+@pytest.mark.slow
 def test_past_the_outage_limit_a_run_with_slots_leaves_the_storage_as_its_trials_reason(pg_server, tmp_path):
     spec, study = write(tmp_path, trials=4, epochs=12, extra="storage: {outage_s: 2}\nresources: {workers: 2}\n")
     proc = worker(spec, pg_server.url, command=("run",))

@@ -226,6 +226,7 @@ def run_on_fake_gpus(monkeypatch, capsys, spec: str, gpus: str) -> str:
     return out
 
 
+@pytest.mark.slow
 def test_auto_plans_more_than_one_slot_per_fake_gpu_once_a_peak_is_measured(tmp_path, monkeypatch, capsys):
     out = run_on_fake_gpus(monkeypatch, capsys, write(tmp_path, 3, "{trials_per_gpu: auto, trials_per_gpu_max: 2}"), "2")
     assert "plan: GPU 0: 1 slot until a trial reports its peak memory (24,000 MB free)" in out
@@ -235,6 +236,7 @@ def test_auto_plans_more_than_one_slot_per_fake_gpu_once_a_peak_is_measured(tmp_
     assert len(finished(tmp_path)) == 3  # still exactly the budget
 
 
+@pytest.mark.slow
 def test_an_out_of_memory_retry_lowers_the_plan(tmp_path, monkeypatch, capsys):
     spec = write(tmp_path, 3, "{trials_per_gpu: auto, trials_per_gpu_max: 3}", f", oom_on_call: {tmp_path / 'calls'}")
     out = run_on_fake_gpus(monkeypatch, capsys, spec, "1")

@@ -14,13 +14,17 @@ import uuid
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import ROOT, cli
 
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
 TOY = ROOT / "tests" / "fixtures" / "toy.py"
 
 
+@pytest.mark.slow
 def test_three_workers_on_one_study_finish_exactly_the_budget(postgres_url, tmp_path):
     study = f"pg-{uuid.uuid4().hex[:8]}"
     spec = tmp_path / "pg.yaml"
@@ -51,6 +55,7 @@ space:
     assert ran == 9
 
 
+@pytest.mark.slow
 def test_the_printed_url_opens_unchanged_in_optuna_and_optuna_dashboard(postgres_url, tmp_path):
     """psycopg 3 is the driver SQLAlchemy 2 picks for postgresql://, so the URL hpsearch prints is the URL every tool takes."""
     import json
@@ -102,6 +107,7 @@ def test_the_printed_url_opens_unchanged_in_optuna_and_optuna_dashboard(postgres
         dashboard.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_reading_a_study_from_an_empty_database_is_one_line(postgres_url, tmp_path):
     """A database no study has been run in (no Optuna tables yet): status, best and trials say so in one line."""
     import psycopg
@@ -130,6 +136,7 @@ open_storage(sys.argv[1]).engine.dispose()
 """
 
 
+@pytest.mark.slow
 def test_processes_opening_a_fresh_database_together_all_get_the_storage(postgres_url, tmp_path):
     """Each round: a new database, 6 processes open it at the same moment (the race three workers
     started together lost in a CI run: "relation studies already exists")."""

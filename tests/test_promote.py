@@ -97,6 +97,7 @@ def promote_rows(out: str) -> list[str]:
     return [line for line in lines[start + 2 :] if line.strip() and not line.startswith(("promoted", "train it"))]
 
 
+@pytest.mark.slow
 def test_promote_with_two_workers_gives_the_same_table_and_winner(write_spec, tmp_path, capsys):
     rows, winners = [], []
     for workers, output in (("1", "runs1"), ("2", "runs2")):

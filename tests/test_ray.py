@@ -19,6 +19,8 @@ from tests.conftest import ROOT, cli, free_port
 from tests.raycluster import RayCluster
 from tests.test_reliability import start_run, wait_for
 
+pytestmark = [pytest.mark.ray]
+
 RECORD = ROOT / "tests" / "fixtures" / "record.py"
 RESUMABLE = ROOT / "tests" / "fixtures" / "resumable.py"
 

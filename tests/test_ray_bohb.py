@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
 
 @pytest.fixture(scope="module")
 def bohb() -> Any:

@@ -23,6 +23,8 @@ from tests.conftest import ROOT, cli
 from tests.raycluster import end_session, session_processes, sessions_in
 from tests.test_reliability import FAST_HEARTBEAT, FINISHED, by_state, start_run, trials_of, wait_for
 
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
 RESUMABLE = ROOT / "tests" / "fixtures" / "resumable.py"
 BUDGET = 4
 # 3 epochs of 0.5 s; the first trial to report epoch 2 hangs there (before its checkpoint), so the cut

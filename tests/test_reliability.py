@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import pytest
 import yaml
 from optuna.trial import FrozenTrial, TrialState
 
@@ -105,6 +106,7 @@ def by_state(trials: list[FrozenTrial], *states: TrialState) -> list[FrozenTrial
 # ---------------------------------------------------------------------------- kill -9
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_run_mid_trial_then_rerun_keeps_done_trials_and_retries_the_killed_config(write_spec, tmp_path):
     spec = write_spec(SLOW_SPEC.replace("{trials}", "4").replace(*HANG))
     proc = start_run(spec)
@@ -134,6 +136,7 @@ def test_kill_9_of_the_run_mid_trial_then_rerun_keeps_done_trials_and_retries_th
     assert not by_state(trials, TrialState.RUNNING, TrialState.WAITING)
 
 
+@pytest.mark.slow
 def test_kill_9_of_one_worker_process_fails_its_trial_and_the_study_still_meets_its_budget(write_spec, tmp_path):
     # Unseeded: with one seed, two slots may sample the same configs, and a retry would be hard to tell apart.
     spec = write_spec(SLOW_SPEC.replace("{trials}", "5").replace("{{name: random, seed: 0}}", "random").replace(*HANG))
@@ -159,6 +162,7 @@ def test_kill_9_of_one_worker_process_fails_its_trial_and_the_study_still_meets_
 # ---------------------------------------------------------------------------- Ctrl-C
 
 
+@pytest.mark.slow
 def test_ctrl_c_marks_the_running_trial_interrupted_exits_130_and_retries_it_first_on_resume(write_spec, tmp_path):
     spec = write_spec(SLOW_SPEC.replace("{trials}", "3").replace(*HANG))
     proc = start_run(spec)
@@ -185,6 +189,7 @@ def test_ctrl_c_marks_the_running_trial_interrupted_exits_130_and_retries_it_fir
 # ---------------------------------------------------------------------------- many processes, one SQLite file
 
 
+@pytest.mark.slow
 def test_four_processes_share_the_default_sqlite_storage_without_lock_errors(write_spec, tmp_path):
     spec = write_spec(
         """
@@ -218,6 +223,7 @@ def test_four_processes_share_the_default_sqlite_storage_without_lock_errors(wri
 # ---------------------------------------------------------------------------- out of memory
 
 
+@pytest.mark.slow
 def test_out_of_memory_in_a_study_is_recorded_and_the_study_goes_on(write_spec, tmp_path):
     spec = write_spec(
         f"""
@@ -263,6 +269,7 @@ def test_a_crashing_trial_records_its_message_and_the_study_goes_on(write_spec, 
     assert len(by_state(trials, TrialState.COMPLETE)) == 4
 
 
+@pytest.mark.slow
 def test_trial_after_trial_failing_stops_the_study_with_exit_1_and_a_clear_message(write_spec, tmp_path):
     spec = write_spec(
         f"""
@@ -291,6 +298,7 @@ def test_trial_after_trial_failing_stops_the_study_with_exit_1_and_a_clear_messa
 # ---------------------------------------------------------------------------- secrets
 
 
+@pytest.mark.slow
 def test_storage_password_is_never_printed(write_spec, tmp_path):
     spec = write_spec(SLOW_SPEC.replace("{trials}", "2"))
     url = "postgresql://hpuser:s3cr3t-pw@127.0.0.1:1/hpsearch"
@@ -303,6 +311,7 @@ def test_storage_password_is_never_printed(write_spec, tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_password_is_redacted_in_run_output_trials_and_export_provenance(write_spec, tmp_path, postgres_url):  # noqa: F811
     """A real PostgreSQL server (trust auth, so any password is accepted and must still never show)."""
     study = f"secret-{uuid.uuid4().hex[:8]}"

@@ -80,6 +80,7 @@ def _assert_plot_files(out: Path, stems: list[str], files: list[Path]) -> str:
     return index
 
 
+@pytest.mark.slow
 def test_single_objective_report_has_every_plot_and_summary(tmp_path: Path) -> None:
     study = _study(tmp_path, "cifar-demo", ["minimize"], ["val_loss"])
     study.optimize(_conditional_objective, n_trials=12)
@@ -103,6 +104,7 @@ def test_single_objective_report_has_every_plot_and_summary(tmp_path: Path) -> N
     assert '"name":"pruned"' in curves and '"name":"complete"' in curves
 
 
+@pytest.mark.slow
 def test_multi_objective_report_has_pareto_front_and_per_objective_history(
     tmp_path: Path,
 ) -> None:
@@ -223,6 +225,7 @@ def tree(tmp_path_factory: pytest.TempPathFactory) -> Tree:
     return study, completed, folder / "report"
 
 
+@pytest.mark.slow
 def test_learning_rate_under_each_optimizer_is_merged_into_importances(tree: Tree) -> None:
     study, completed, out = tree
     data = json.loads((out / "importances.json").read_text())
@@ -281,6 +284,7 @@ def test_contour_is_drawn_per_optimizer_over_its_own_lr_range(tree: Tree) -> Non
     assert "optimizer=sgd trials only: each option has its own lr range" in index
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("direction", ["minimize", "maximize"])
 def test_slice_stars_the_best_trial_of_the_study_direction(tmp_path: Path, direction: str) -> None:
     study = _study(tmp_path, f"best-{direction}", [direction], ["val_loss"])
@@ -294,6 +298,7 @@ def test_slice_stars_the_best_trial_of_the_study_direction(tmp_path: Path, direc
     assert best["y"] == [min(values) if direction == "minimize" else max(values)]
 
 
+@pytest.mark.slow
 def test_parallel_coordinates_draw_the_top_parameters_and_always_lr(tmp_path: Path) -> None:
     study = _study(tmp_path, "fourteen", ["minimize"], ["val_loss"])
 
@@ -316,6 +321,7 @@ def test_parallel_coordinates_draw_the_top_parameters_and_always_lr(tmp_path: Pa
     assert all(name in index.split("not drawn: ")[1].split("<")[0] for name in hidden)
 
 
+@pytest.mark.slow
 def test_a_parameter_one_completed_trial_has_is_labelled_with_its_value(tmp_path: Path) -> None:
     """The quickstart's step-schedule gamma: one completed trial drew it, the worst-first list starts with a gap."""
     study = _study(tmp_path, "gamma", ["minimize"], ["val_loss"])
@@ -363,6 +369,7 @@ def test_parallel_coordinates_sort_choices_leave_gaps_and_keep_a_visible_colour_
     assert fig["layout"]["title"]["text"].startswith("Parallel coordinates: top ")
 
 
+@pytest.mark.slow
 def test_learning_curves_have_whole_epoch_ticks(tmp_path: Path) -> None:
     study = _study(tmp_path, "three-epochs", ["minimize"], ["val_loss"])
 

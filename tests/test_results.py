@@ -180,6 +180,7 @@ def test_an_error_over_several_lines_keeps_the_trials_table_one_row_per_trial(wr
     assert len(out.splitlines()) == 1 + 5
 
 
+@pytest.mark.slow
 def test_best_and_trials_read_a_study_file_this_user_may_not_write(toy, tmp_path):
     """A copy of the study in a folder and file without write permission; as root, CAP_DAC_OVERRIDE
     (which ignores permissions) is dropped for the command, so root meets the permissions too."""

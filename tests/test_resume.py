@@ -37,6 +37,7 @@ USER = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("objective", ["builtin", "user", "user-in-a-slot"])
 def test_a_trial_killed_mid_way_resumes_from_its_checkpoint_and_trains_at_most_one_epoch_again(objective, write_spec, tmp_path):
     text = (BUILTIN if objective == "builtin" else USER).replace("{fixture}", str(RESUMABLE))

@@ -38,6 +38,7 @@ def event_tags(trial_dir):
     return set(acc.Tags()["scalars"]), set(acc.PluginTagToContent("hparams"))
 
 
+@pytest.mark.slow
 def test_real_study_on_digits_prunes_and_logs(write_spec, tmp_path):
     spec = write_spec(
         """
@@ -74,6 +75,7 @@ def test_real_study_on_digits_prunes_and_logs(write_spec, tmp_path):
     assert "digits: 5 finished" in result.stdout
 
 
+@pytest.mark.slow
 def test_rerun_resumes_and_stops_at_total_budget(write_spec, tmp_path):
     spec = write_spec(TOY_SPEC)
     first = cli("run", str(spec), "--trials", "4", "--quiet")
@@ -90,6 +92,7 @@ def test_rerun_resumes_and_stops_at_total_budget(write_spec, tmp_path):
     assert len(load(tmp_path, "toy").trials) == 6
 
 
+@pytest.mark.slow
 def test_user_objective_in_an_arbitrary_file(write_spec, tmp_path):
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "my_objective.py").write_text(
@@ -118,6 +121,7 @@ def test_user_objective_in_an_arbitrary_file(write_spec, tmp_path):
     assert study.best_value == pytest.approx(1 - abs(study.best_params["x"] - 0.3) / 3)
 
 
+@pytest.mark.slow
 def test_failing_and_diverging_trials_do_not_stop_the_study(write_spec, tmp_path):
     spec = write_spec(TOY_SPEC)
     result = cli(
@@ -143,6 +147,7 @@ def test_failing_and_diverging_trials_do_not_stop_the_study(write_spec, tmp_path
     assert sum(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t in study.trials) == 8
 
 
+@pytest.mark.slow
 def test_quiet_drops_epoch_lines_and_keeps_a_status_line_after_each_trial(write_spec):
     spec = write_spec(TOY_SPEC)
     result = cli("run", str(spec), "--trials", "2", "--quiet")

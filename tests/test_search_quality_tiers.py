@@ -21,6 +21,7 @@ def quality() -> Any:
     return {"methods": methods, "registry": registry, "render": render, "stats": stats}
 
 
+@pytest.mark.slow
 @needs_fashion
 def test_a_live_trial_trains_only_the_epochs_the_method_asks_for(quality: Any) -> None:
     import torch
@@ -43,6 +44,7 @@ def test_a_live_trial_trains_only_the_epochs_the_method_asks_for(quality: Any) -
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 def test_the_warm_start_counts_its_source_and_reruns_its_best_two(quality: Any) -> None:
     methods = quality["methods"]
     task = quality["registry"].make_task("mfh3_good")
@@ -51,6 +53,7 @@ def test_the_warm_start_counts_its_source_and_reruns_its_best_two(quality: Any) 
     assert trace.spent[-1] <= 48 and trace.trials >= 2
 
 
+@pytest.mark.slow
 def test_hyperband_searches_repeat_seed_by_seed(quality: Any) -> None:
     registry, stats = quality["registry"], quality["stats"]
     task = registry.make_task("mfh3_good")
@@ -74,16 +77,17 @@ def test_the_renderer_keeps_calibration_runs_apart_from_results(quality: Any) ->
 
     named = render.classify(
         [
-            run("synthetic", [200, 400], ["random", "sobol", "hpsearch"]),
-            run("synthetic", [200, 400], ["random", "dehb"]),
+            run("synthetic", [200, 700], ["random", "sobol", "optuna_default", "hpsearch"]),
+            run("synthetic", [200, 700], ["random", "dehb"]),
             run("synthetic", [0, 40], ["optuna_default", "hp_median"]),
-            run("synthetic", [200, 700], ["optuna_default", "hpsearch"]),
+            run("synthetic", [0, 40], ["optuna_default", "hp_bo"]),
             run("synthetic", [200, 240], ["random", "optuna_default", "hpsearch", "ray_asha"]),
             run("table", [200, 240], ["random", "optuna_default", "ray_bohb"]),
             json.loads('{"name": "search_quality", "headline": "a status summary, not a run"}'),
         ]
     )
-    assert set(named) == {"synthetic", "calibration_synthetic", "paired_synthetic", "ray", "bohb_table"}
+    assert set(named) == {"synthetic", "calibration_synthetic", "ray", "bohb_table"}
     assert "ray_asha" in named["ray"]["methods"]  # the BOHB run does not take the ASHA run's place
-    assert named["synthetic"]["methods"] == ["random", "sobol", "hpsearch", "dehb"]  # the peers merged in
+    assert named["synthetic"]["methods"] == ["random", "sobol", "optuna_default", "hpsearch", "dehb"]  # the peers merged in
+    assert named["calibration_synthetic"]["methods"] == ["optuna_default", "hp_median", "hp_bo"]  # calibrations merged
     assert "hp_median" not in named["synthetic"]["tasks"]["t"]["budgets"]["72"]["methods"]

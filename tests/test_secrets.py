@@ -12,12 +12,14 @@ import time
 import uuid
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import ROOT, TOY, cli
 from tests.pgserver import PASSWORD
 
 
+@pytest.mark.slow
 def test_no_password_in_any_output_log_export_or_report(pg_server, tmp_path):
     study = f"secret-{uuid.uuid4().hex[:8]}"
     spec = tmp_path / "spec.yaml"

@@ -57,6 +57,7 @@ def test_the_header_export_line_gives_a_valid_final_config(path: Path) -> None:
         assert validate(config) == [], (path.name, overrides)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", BUILTIN, ids=[p.name for p in BUILTIN])
 def test_the_searched_metric_comes_back_from_one_short_trial(path: Path) -> None:
     spec = load_spec(path, check_objective=False)  # no download pre-flight; validate() below checks the config

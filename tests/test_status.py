@@ -88,6 +88,7 @@ def rows_after(out: str, title: str) -> list[list[str]]:
     return [line.split() for line in block.splitlines()[2:]]
 
 
+@pytest.mark.slow
 def test_status_shows_budget_best_workers_running_and_failures(spec: Path, capsys: pytest.CaptureFixture[str]):
     db = spec.parent / "runs" / "toy" / "study.db"
     before = contents(db)
@@ -118,6 +119,7 @@ def test_status_json(spec: Path, capsys: pytest.CaptureFixture[str]):
     assert [f["number"] for f in doc["failures"]] == [1] and "boom at epoch 1" in doc["failures"][0]["reason"]
 
 
+@pytest.mark.slow
 def test_missing_study_is_one_line_and_creates_nothing(tmp_path: Path, spec: Path, capsys: pytest.CaptureFixture[str]):
     fresh = tmp_path / "spec.yaml"
     fresh.write_text(SPEC)
@@ -139,6 +141,7 @@ def test_watch_before_the_spec_says_where_it_goes(spec: Path, capsys: pytest.Cap
     assert exit_.value.code == 2 and err.count("\n") == 1 and "put --watch after SPEC" in err
 
 
+@pytest.mark.slow
 def test_watch_refreshes_until_ctrl_c_then_exits_0(spec: Path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpsearch.cli", "status", str(spec), "--watch", "0.2"],
@@ -162,6 +165,7 @@ def test_watch_refreshes_until_ctrl_c_then_exits_0(spec: Path):
     assert proc.returncode == 0 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_watch_on_a_terminal_redraws_in_place_until_ctrl_c(spec: Path):
     import pty
     import select
@@ -300,6 +304,7 @@ def test_watch_says_whether_the_beat_moved():
     assert seen(7, 40) == "7 in 1m40s, still 35s, dead: process died (no heartbeat for 30 s)"
 
 
+@pytest.mark.slow
 def test_a_local_trial_whose_pid_is_gone_is_dead_at_first_sight(spec: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     # liveness's pid rule: a trial stamped by a process on this machine that has exited is dead at
     # once, without watching a grace period; the old screen said nothing until a --watch saw no beat.
@@ -339,6 +344,7 @@ space:
 """
 
 
+@pytest.mark.slow
 def test_status_shows_the_pruning_trust_of_each_epoch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The toy's curves rank trials alike at every epoch: once 4 trials completed, each epoch is trusted."""
     path = tmp_path / "trusted.yaml"

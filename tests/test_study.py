@@ -4,6 +4,7 @@ value is refused (exit 2, nothing written); budget and resources change freely; 
 from __future__ import annotations
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import ROOT, cli
@@ -30,6 +31,7 @@ def load(tmp_path, name="real"):
     return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'runs' / name / 'study.db'}")
 
 
+@pytest.mark.slow
 def test_a_smoke_run_with_other_fixed_values_is_refused_when_the_real_run_resumes(write_spec, tmp_path):
     spec = write_spec(SPEC)
     smoke = cli("run", str(spec), "--trials", "2", "--set", "fixed.epochs=1", "--set", "fixed.dataset=synthetic", "--quiet")
@@ -62,6 +64,7 @@ def test_a_smoke_run_with_other_fixed_values_is_refused_when_the_real_run_resume
     assert again.returncode == 0 and beyond_unread_keys(again.stderr) == "", again.stderr
 
 
+@pytest.mark.slow
 def test_another_objective_and_metric_are_named_old_and_new(write_spec, tmp_path):
     spec = write_spec(SPEC)
     assert cli("run", str(spec), "--trials", "1", "--quiet").returncode == 0
@@ -80,6 +83,7 @@ def test_another_objective_and_metric_are_named_old_and_new(write_spec, tmp_path
     assert len(load(tmp_path).trials) == 1
 
 
+@pytest.mark.slow
 def test_budget_sampler_and_resources_change_freely_and_a_changed_space_warns_once(write_spec, tmp_path):
     spec = write_spec(SPEC)
     assert cli("run", str(spec), "--trials", "1", "--quiet").returncode == 0
@@ -132,6 +136,7 @@ def test_budget_sampler_and_resources_change_freely_and_a_changed_space_warns_on
     assert sum(t.state == TrialState.COMPLETE for t in load(tmp_path).trials) == 5
 
 
+@pytest.mark.slow
 def test_a_study_from_before_definitions_resumes_and_records_the_definition(write_spec, tmp_path):
     spec = write_spec(SPEC)
     (tmp_path / "runs" / "real").mkdir(parents=True)

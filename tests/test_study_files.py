@@ -58,6 +58,7 @@ def listing(folder: Path) -> list[str]:
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if not p.name.endswith(("-wal", "-shm")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["corrupt", "truncated"])
 @pytest.mark.parametrize("command", READERS, ids=lambda c: c[0])
 def test_a_damaged_study_file_is_one_line_for_every_command(done_study, tmp_path, how, command):
@@ -73,6 +74,7 @@ def test_a_damaged_study_file_is_one_line_for_every_command(done_study, tmp_path
     assert listing(tmp_path) == before  # nothing written: no export, no report, no lock file
 
 
+@pytest.mark.slow
 def test_run_on_a_read_only_mount_is_one_line(done_study, tmp_path):
     spec = damaged(done_study, tmp_path, "intact")
     mount = tmp_path / "study" / "runs"

@@ -93,6 +93,7 @@ def _run_script(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[
     return subprocess.run([sys.executable, "-c", code, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 @needs_fashion
 def test_smoke_run_without_optuna_pydantic_ray_writes_table_and_meta(tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -106,6 +107,7 @@ def test_smoke_run_without_optuna_pydantic_ray_writes_table_and_meta(tmp_path: P
     assert sorted(p.name for p in out.iterdir()) == ["meta.json", "table.jsonl.gz"]
 
 
+@pytest.mark.slow
 def test_time_limit_starts_nothing_after_it(tmp_path: Path) -> None:
     out = tmp_path / "out"
     done = _run_script(["--smoke", "--out", str(out), "--jobs", "1", "--limit-s", "0"], tmp_path)

@@ -63,6 +63,7 @@ def _metrics(run_dir: Path) -> dict[str, float]:
     return json.loads((run_dir / "metrics.json").read_text())
 
 
+@pytest.mark.slow
 def test_export_then_train_reproduces_the_trial(study, tmp_path, capsys):
     spec, best = study
     exported, run_dir = tmp_path / "best.yaml", tmp_path / "run"
@@ -77,6 +78,7 @@ def test_export_then_train_reproduces_the_trial(study, tmp_path, capsys):
     assert "epoch 2/2:" in out and f"final: val_acc={got['val_acc']:.4g}" in out
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_from_its_checkpoint(study, tmp_path, capsys):
     spec, _ = study
     exported = tmp_path / "best.yaml"

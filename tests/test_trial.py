@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from hpsearch.trial.reporter import Reporter
 from hpsearch.trial.run import COMPLETE, FAILED, PRUNED, run_trial, split_micro_batch
 from tests.fixtures.faulty import crash, oom
 
 
+@pytest.mark.slow
 def test_out_of_memory_retries_with_half_the_micro_batch_and_the_same_effective_batch(tmp_path):
     reporter = Reporter(trial_dir=tmp_path / "trial-0")
     config = {"batch_size": 64, "accum_steps": 1, "oom_above": 16, "oom_at_epoch": 2, "epochs": 3}
@@ -21,6 +24,7 @@ def test_out_of_memory_retries_with_half_the_micro_batch_and_the_same_effective_
     assert outcome.attrs()["oom_retries"] == 2 and outcome.attrs()["config"]["batch_size"] == 16
 
 
+@pytest.mark.slow
 def test_out_of_memory_at_the_floor_fails_the_trial_with_the_micro_batch():
     outcome = run_trial(oom, {"batch_size": 64, "oom_above": 2, "_min_batch_size": 4}, Reporter(), ["val_acc"])
     assert outcome.state == FAILED and outcome.oom_retries == 4

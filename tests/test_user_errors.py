@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from tests.conftest import ROOT, TOY, cli
@@ -18,6 +19,7 @@ def trials(db: Path, name: str) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name=name, storage=f"sqlite:///{db}").get_trials()
 
 
+@pytest.mark.slow
 def test_a_raising_objective_shows_the_users_line_and_keeps_the_traceback(write_spec, tmp_path):
     spec = write_spec(
         f"""
@@ -44,6 +46,7 @@ def test_a_raising_objective_shows_the_users_line_and_keeps_the_traceback(write_
     assert second.user_attrs["reason"] == "failed: KeyError: 'momentum'"  # the reason stays short; the place is beside it
 
 
+@pytest.mark.slow
 def test_a_misnamed_metric_fails_the_first_trial_at_its_first_report_and_stops_the_study(write_spec, tmp_path):
     spec = write_spec(
         f"""
@@ -76,6 +79,7 @@ def test_a_misnamed_metric_fails_the_first_trial_at_its_first_report_and_stops_t
     assert [t.state for t in trials(tmp_path / "runs" / "misnamed" / "study.db", "misnamed")][-1] == TrialState.COMPLETE
 
 
+@pytest.mark.slow
 def test_a_returned_dict_without_the_metric_stops_the_study_too(write_spec, tmp_path):
     spec = write_spec(
         f"""
@@ -120,6 +124,7 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_the_spec_finds_its_objective_output_and_study_from_any_folder(tmp_path):
     root = project(tmp_path)
     ran = cli("run", "../project/spec.yaml", "--quiet", cwd=tmp_path / "elsewhere")
@@ -135,6 +140,7 @@ def test_the_spec_finds_its_objective_output_and_study_from_any_folder(tmp_path)
     assert list((root / "runs" / "train").glob("handle-trial*/metrics.json"))
 
 
+@pytest.mark.slow
 def test_paths_given_as_flags_are_relative_to_the_current_folder(tmp_path):
     root = project(tmp_path)
     ran = cli("run", str(root / "spec.yaml"), "--quiet", "--output", "mine", "--set", "budget.trials=1", cwd=tmp_path / "elsewhere")
@@ -144,6 +150,7 @@ def test_paths_given_as_flags_are_relative_to_the_current_folder(tmp_path):
     assert by_url.returncode == 0, by_url.stderr
 
 
+@pytest.mark.slow
 def test_not_found_errors_name_the_absolute_path_they_tried(tmp_path):
     root = project(tmp_path)
     never = cli("best", "project/spec.yaml", cwd=tmp_path)

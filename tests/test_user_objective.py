@@ -47,6 +47,7 @@ def test_out_of_memory_without_accum_steps_fails_at_once_saying_what_to_do() -> 
     assert "set fn.accum_steps = True" in outcome.reason
 
 
+@pytest.mark.slow
 def test_out_of_memory_with_accum_steps_declared_retries_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     def declared(config: dict[str, Any], reporter: Reporter) -> dict[str, float]:
         return _oom(config, reporter)

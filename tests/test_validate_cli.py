@@ -25,6 +25,7 @@ fit.validate = validate
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SPACES, ids=[p.name for p in SPACES])
 def test_no_shipped_spec_draws_configs_its_objective_rejects(path: Path):
     result = cli("validate", str(path.relative_to(ROOT)), "--samples", "40")
@@ -33,6 +34,7 @@ def test_no_shipped_spec_draws_configs_its_objective_rejects(path: Path):
     assert "checked 40 sampled configs with the objective's validate hook: none rejected" in result.stdout
 
 
+@pytest.mark.slow
 def test_a_range_the_fixed_values_cannot_fit_fails_at_validate_naming_both_keys(tmp_path: Path):
     """The issue's case: one epoch, warmup drawn from [0, 5] epochs: one line before trial 0, not failed trials."""
     result = cli("validate", str(ROOT / "spaces" / "resnet.yaml"), "--set", "fixed.epochs=1", "--output", str(tmp_path / "runs"))

@@ -75,6 +75,7 @@ def source(source_runs, write_spec, capsys, tmp_path) -> tuple[Path, list[dict]]
     return spec, trials(capsys, spec)
 
 
+@pytest.mark.slow
 def test_imports_fitting_trials_drops_removed_params_skips_out_of_range(source, write_spec, capsys):
     _, earlier = source
     fitting = [t for t in earlier if t["params"]["lr"] >= 1e-3]
@@ -175,7 +176,7 @@ def test_validate_names_where_the_earlier_study_is(write_spec, capsys, tmp_path)
     assert code == 0
     assert (
         f"warm start: imports the finished trials of study small in sqlite:///{tmp_path / 'old' / 's.db'}, its best 2 re-evaluated first;"
-        " they inform the sampler until 3 of this study's own trials finished" in out  # the budget's start-up: trials / 8, at least 3
+        " they inform the sampler until 10 of this study's own trials finished" in out  # the budget's start-up: trials / 8, at least 3
     )
     assert not (tmp_path / "old").exists() and not (tmp_path / "runs").exists()
 
@@ -295,7 +296,7 @@ def test_until_defaults_to_the_samplers_start_up(write_spec):
         text = TARGET.replace("sampler: {{name: tpe, seed: 0}}", sampler).replace("{{study: small, top: 1}}", warm)
         return load_spec(write_spec(text, "u.yaml")).warm_until
 
-    assert until("sampler: {{name: tpe}}", "{{study: small}}") == 3  # the budget-aware start-up (hpsearch/spec/defaults.py)
+    assert until("sampler: {{name: tpe}}", "{{study: small}}") == 10  # TPE keeps Optuna's 10 start-up trials (hpsearch/spec/defaults.py)
     assert until("sampler: {{name: tpe, startup_trials: 4}}", "{{study: small}}") == 4
     assert until("sampler: {{name: tpe, startup_trials: 0}}", "{{study: small}}") == 1  # still informs the first trial
     assert until("sampler: {{name: tpe, startup_trials: 4}}", "{{study: small, until: 7}}") == 7

@@ -108,6 +108,7 @@ def test_run_with_too_many_workers_exits_2_in_one_line(tmp_path, monkeypatch, ca
 # ---------------------------------------------------------------------------- real slot processes
 
 
+@pytest.mark.slow
 def test_four_fake_gpus_four_slots_never_share_a_device_and_stop_exactly_at_budget(tmp_path):
     out, record = tmp_path / "runs", tmp_path / "rec.jsonl"
     spec = write_spec(tmp_path, 8, "{}")
@@ -131,6 +132,7 @@ def test_four_fake_gpus_four_slots_never_share_a_device_and_stop_exactly_at_budg
     assert all(a["devices"] != b["devices"] for a, b in overlapping)
 
 
+@pytest.mark.slow
 def test_a_slot_killed_mid_trial_is_replaced_and_the_budget_is_still_met(tmp_path):
     out, record = tmp_path / "runs", tmp_path / "rec.jsonl"
     spec = write_spec(tmp_path, 6, "{trials_per_gpu: 2}", f", die_once: {tmp_path / 'died'}")

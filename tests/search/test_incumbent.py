@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import optuna
+import pytest
 from optuna.distributions import FloatDistribution
 from optuna.trial import create_trial
 
@@ -28,6 +29,7 @@ def noisy_study(noise: float, seed: int = 0) -> tuple[optuna.Study, list[float]]
     return study, truths
 
 
+@pytest.mark.slow
 def test_with_noise_the_pick_is_truly_better_than_the_luckiest_draw():
     gains = []
     for seed in range(40):

@@ -47,6 +47,7 @@ def run(sampler: optuna.samplers.BaseSampler, trials: int, pruner: optuna.pruner
     return study
 
 
+@pytest.mark.slow
 def test_proposals_are_whole_configs_of_the_tree():
     study = run(CurveModelSampler(CONDITIONAL, seed=0, startup_trials=3, max_step=4), trials=15)
     for t in study.trials:
@@ -57,6 +58,7 @@ def test_proposals_are_whole_configs_of_the_tree():
         assert low <= t.params[f"optimizer.{option}.lr"] <= high
 
 
+@pytest.mark.slow
 def test_it_finds_the_region_random_search_misses():
     """Same 20 trials, same seeds: the model's best loss is lower than random search's on most seeds."""
     wins = 0
@@ -78,6 +80,7 @@ def test_pruned_trials_are_points_of_the_model():
     assert len(y) >= len(study.trials) and np.isfinite(y).all()
 
 
+@pytest.mark.slow
 def test_the_curve_pruner_stops_a_hopeless_trial_and_keeps_a_promising_one():
     sampler = CurveModelSampler(CONDITIONAL, seed=2, startup_trials=3, max_step=4)
     study = run(sampler, trials=12)

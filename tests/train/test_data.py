@@ -188,6 +188,7 @@ def test_images_and_labels_of_different_lengths_are_refused(tmp_path: Path) -> N
 DEBIAN_FASHION = Path("/usr/share/datasets/fashion-mnist")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not DEBIAN_FASHION.is_dir(), reason=f"{DEBIAN_FASHION} absent: apt-get install dataset-fashion-mnist")
 def test_debian_fashion_mnist_on_a_subset_has_the_published_statistics_and_learns(tmp_path: Path, monkeypatch, reporter_cls) -> None:
     monkeypatch.setattr(formats, "SYSTEM_DATASETS", DEBIAN_FASHION.parent)
@@ -215,6 +216,7 @@ def test_debian_fashion_mnist_on_a_subset_has_the_published_statistics_and_learn
     assert result["test_acc"] > 0.7, result  # 10 classes: chance is 0.1
 
 
+@pytest.mark.slow
 def test_subsets_are_stratified_seeded_and_nested() -> None:
     def train_split(n: int | None, seed: int = 0) -> Split:
         config = {"dataset": "synthetic", "synthetic_samples": 2000, "train_subset": n, "split_seed": seed, "batch_size": 16}

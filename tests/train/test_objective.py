@@ -110,6 +110,7 @@ def test_fused_kernels_train_alike_under_fp16_loss_scaling(reporter_cls, optimiz
     assert runs[0][-1] < runs[0][0]
 
 
+@pytest.mark.slow
 def test_resnet20_trains_on_synthetic_images(reporter_cls) -> None:
     config = {
         "dataset": "synthetic",
