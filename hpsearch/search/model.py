@@ -218,7 +218,7 @@ class CurvePruner(optuna.pruners.BasePruner):
     def prune(self, study: Study, trial: FrozenTrial) -> bool:
         from scipy.stats import norm
 
-        sampler = study.sampler
+        sampler = getattr(study.sampler, "inner", study.sampler)  # a warm start wraps the spec's sampler
         step = trial.last_step
         if not isinstance(sampler, CurveModelSampler) or sampler.handed_over or step is None or sampler.last is None:
             return False
