@@ -81,7 +81,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--plot", type=Path, help="PNG of the any-time regret at the largest budget")
     p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
     p.add_argument("--tasks", nargs="+", help="these tasks (any tier's) instead of the tier's")
-    p.add_argument("--quick", action="store_true", help=f"the edit-measure loop: {', '.join(QUICK)}, seeds 0:40, 72 epochs")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"the edit-measure loop: {', '.join(QUICK)}, seeds 0:40, 72 epochs, random, optuna_default, hpsearch",
+    )
     p.add_argument("--smoke", action="store_true", help="2 tasks, 3 methods, 3 seeds, budget 24 (seconds)")
     p.add_argument("--out", type=Path, help="with --smoke: folder for search_quality.json")
     args = p.parse_args(argv)
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         tasks, args.seeds, args.budget = QUICK, range(0, 40), [72]
     found = available()
-    methods = args.methods or list(found)
+    methods = args.methods or (["random", "optuna_default", "hpsearch"] if args.quick else list(found))
     if args.smoke:
         tasks, methods, args.seeds, args.budget = ["mfh3_good", "shaped"], ["random", "optuna_default", "hpsearch"], range(3), [12, 24]
         args.json = args.json or (args.out or RESULTS) / "search_quality.json"
