@@ -50,11 +50,10 @@ class Curves:
         self.sign = 1.0 if study.direction == StudyDirection.MINIMIZE else -1.0
         states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
         trials = [t for t in study.get_trials(deepcopy=False, states=states) if t.params]
-        self.max_step = (
-            max_step
-            or max((last_step(t) for t in trials if t.state == TrialState.COMPLETE), default=0.0)
-            or max((last_step(t) for t in trials), default=1.0)
-        )
+        # the trial's length: the spec's epochs, or the steps completed trials reached when a script
+        # prints iterations (steps past fixed.epochs), else the furthest step any trial reported
+        done = max((last_step(t) for t in trials if t.state == TrialState.COMPLETE), default=0.0)
+        self.max_step = max(max_step or 0.0, done) or max((last_step(t) for t in trials), default=1.0) or 1.0
         self.trials, self.rows, self.curves = [], [], []
         self.running = [matrix.row(t.params) for t in trials if t.state == TrialState.RUNNING]  # other workers' configs
         for t in trials:
