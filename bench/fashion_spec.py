@@ -1,7 +1,7 @@
 """spaces/fashion.yaml as a user runs it: the search's wall time, then export + train of its best.
 
 Goal (issue 27): the search takes at most 30 minutes on 2 idle cores (measured, not estimated
-from CPU time) and `hpsearch export` + `hpsearch train` of its best reaches >= 93.0 % test
+from CPU time) and `hpsearch export` + `hpsearch train` of its best reaches >= 93.2 % test
 accuracy. Runs the commands the spec's header shows, in a fresh output folder, and records the
 load average before and after (a busy machine makes the wall time meaningless).
 
@@ -26,7 +26,7 @@ from bench.common import RESULTS, ROOT, cpu_model, hpsearch_cli, started_as
 SPEC = ROOT / "spaces" / "fashion.yaml"
 FINAL = ["train_subset=null", "epochs=40", "width=32"]  # the spec header's final run: all images, longer, wider
 RESULT = RESULTS / "fashion_spec.json"
-SEARCH_LIMIT_S, TEST_GOAL = 1800, 0.93  # the goal: search <= 30 minutes, final run >= 93.0 % test
+SEARCH_LIMIT_S, TEST_GOAL = 1800, 0.932  # issue #38's goal: search <= 30 minutes, the final run's mean over 3 seeds >= 93.2 % test
 
 
 def hpsearch(*args: str, log: Path) -> tuple[float, str]:

@@ -77,7 +77,13 @@ def goals(named: dict[str, dict[str, Any]]) -> str:
     a = {b: pooled_paired(syn, MFH, b) for b in (72, 288)}
     ok = a[72]["win_rate"] >= 0.65 and a[288]["win_rate"] >= 0.60 and max(a[72]["wilcoxon_p"], a[288]["wilcoxon_p"]) < 0.01
     measured = " / ".join(f"{a[b]['win_rate']:.1%} (p {a[b]['wilcoxon_p']:.2g})" for b in (72, 288))
-    out.append(goal(f"paired wins vs Optuna's defaults, 8 mfh pooled ({a[72]['n']} pairs), 72 / 288 epochs: >= 65 % / >= 60 %, p < 0.01", measured, ok))
+    out.append(
+        goal(
+            f"paired wins vs Optuna's defaults, 8 mfh pooled ({a[72]['n']} pairs), 72 / 288 epochs: >= 65 % / >= 60 %, p < 0.01",
+            measured,
+            ok,
+        )
+    )
     e72, e288 = ert_range(syn, MFH, 72), ert_range(syn, MFH, 288)
     n72, n288 = sum(v >= 3 for v in e72), sum(v >= 5 for v in e288)
     out.append(
@@ -92,7 +98,9 @@ def goals(named: dict[str, dict[str, Any]]) -> str:
     b = {x: pooled_paired(tab, ["fashion_table"], x) for x in (72, 288)}
     ok = all(b[x]["win_rate"] >= 0.58 and b[x]["wilcoxon_p"] < 0.01 for x in (72, 288))
     measured = " / ".join(f"{b[x]['win_rate']:.1%} (p {b[x]['wilcoxon_p']:.2g})" for x in (72, 288))
-    out.append(goal(f"paired wins vs Optuna's defaults, Tier B ({b[72]['n']} pairs), 72 / 288 epochs: >= 58 %, p < 0.01, at both", measured, ok))
+    out.append(
+        goal(f"paired wins vs Optuna's defaults, Tier B ({b[72]['n']} pairs), 72 / 288 epochs: >= 58 %, p < 0.01, at both", measured, ok)
+    )
     tb = ert_range(tab, ["fashion_table"], 72)[0]
     out.append(goal("Tier B ERT vs random at 72 epochs: >= 1.5x", f"{tb:.1f}x", tb >= 1.5))
     losses = [
