@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -49,8 +50,19 @@ def sessions():
     """The local Ray sessions a test's drivers started; whatever is left of them is ended after the test."""
     started: list[str] = []
     yield started
-    left = {session: end_session(session) for session in started}
+    left = {session: end_session(session) for session in started if not ends_on_its_own(session)}
     assert not any(left.values()), f"Ray processes left behind: {left}"
+
+
+def ends_on_its_own(session: str, within_s: float = 60) -> bool:
+    """A session whose driver ended cleanly: Ray's workers and agents exit a moment after its
+    shutdown, longer on a busy machine; only what is still there after ``within_s`` is left behind."""
+    deadline = time.monotonic() + within_s
+    while session_processes(session):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
 
 
 def write_spec(tmp_path: Path) -> Path:
