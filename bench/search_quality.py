@@ -13,7 +13,7 @@ its incumbent (the best completed trial by its observed value). See bench/qualit
 
 Tasks and methods are named in bench/quality/registry.py.
 
-    .venv/bin/python -m bench.search_quality --tier synthetic --seeds 200:400 --budget 72 144 288 --json bench/results/search_quality_synthetic.json
+    .venv/bin/python -m bench.search_quality --tier synthetic --seeds 200:700 --budget 72 288 --json bench/results/search_quality_synthetic.json
     .venv/bin/python -m bench.search_quality --tier table --methods random optuna_default hpsearch --seeds 200:300 --budget 72
     .venv/bin/python -m bench.search_quality --smoke --out /tmp      # seconds
 """
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tier", choices=list(TIERS), default="synthetic")
     p.add_argument("--methods", nargs="+", default=None, help="default: every method of bench/quality/registry.py installed here")
     p.add_argument("--seeds", type=seeds_arg, default=range(200, 400), help="A:B, half-open (0-199 chose the defaults)")
-    p.add_argument("--budget", type=int, nargs="+", default=[72, 144, 288], help="epochs (6 per full trial)")
+    p.add_argument("--budget", type=int, nargs="+", default=[72, 288], help="epochs (6 per full trial): 12 and 48 full trials")
     p.add_argument("--json", type=Path, help="write the summary here")
     p.add_argument("--plot", type=Path, help="PNG of the any-time regret at the largest budget")
     p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)))
