@@ -128,6 +128,7 @@ def merge(base: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
             for method, m in b["methods"].items():
                 into["methods"].setdefault(method, m)
     out["methods"] = list(dict.fromkeys([*base["methods"], *other["methods"]]))
+    out["own_wall_s"] = base.get("own_wall_s", base["wall_s"])  # the main run's wall, without the runs merged in
     out["wall_s"] = base["wall_s"] + other["wall_s"]
     return out
 
