@@ -86,6 +86,9 @@ METHODS: dict[str, Entry] = {
     "hp_tpe10_median_raw": hpsearch(False, sampler={"name": "tpe", "startup_trials": 10}, pruner={"name": "median"}),
     "hp_tpe_median_raw": hpsearch(False, sampler={"name": "tpe"}, pruner={"name": "median"}),
     "t3_univariate_w1": Entry(m.tpe_median(2, multivariate=False, group=False)),
+    # diagnosis of `shaped` at 72 epochs (bench/results/diagnosis/): t3_group with hpsearch's
+    # median pruner start (epoch 1 never pruned)
+    "t3_group_w1": Entry(m.tpe_median(2, multivariate=True, group=True)),
 }
 
 
