@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.imports import find_cycle
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 
@@ -43,28 +45,6 @@ def graph() -> dict[str, set[str]]:
             targets |= {m for m in (module, f"{module}.{attr}") if m in MODULES}
         edges[name] = targets - {name}
     return edges
-
-
-def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(edges.get(node, ())):
-            if state.get(nxt) == 1:
-                return stack[stack.index(nxt) :] + [nxt]
-            if nxt not in state and (cycle := visit(nxt)):
-                return cycle
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(edges):
-        if node not in state and (cycle := visit(node)):
-            return cycle
-    return None
 
 
 def test_bench_modules_import_each_other_without_a_cycle():

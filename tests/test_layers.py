@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.imports import find_cycle
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "hpsearch"
 TOP = "hpsearch"  # the row of hpsearch/*.py: the package's own __init__, __main__ and data
@@ -70,28 +72,6 @@ def forbidden(edges: dict[str, set[str]], rows: dict[str, set[str]]) -> list[str
     return sorted(
         f"{a} -> {b}" for a, targets in edges.items() for b in targets if folder(b) != folder(a) and folder(b) not in rows[folder(a)]
     )
-
-
-def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(edges.get(node, ())):
-            if state.get(nxt) == 1:
-                return stack[stack.index(nxt) :] + [nxt]
-            if nxt not in state and (cycle := visit(nxt)):
-                return cycle
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(edges):
-        if node not in state and (cycle := visit(node)):
-            return cycle
-    return None
 
 
 def test_every_import_is_one_the_table_allows():

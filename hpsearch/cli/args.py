@@ -49,21 +49,18 @@ def key_value(text: str) -> str:
     return text
 
 
+def add_set(p: argparse.ArgumentParser, metavar: str, help: str) -> None:
+    """``--set KEY=VALUE``, repeatable, into ``args.overrides``."""
+    p.add_argument("--set", dest="overrides", action="append", type=key_value, default=[], metavar=metavar, help=help)
+
+
 def add_spec_args(p: argparse.ArgumentParser) -> None:
     """The spec is the handle; these flags override what it says."""
     p.add_argument("spec", help="the spec YAML file (spaces/*.yaml)")
     p.add_argument("--storage", help="study storage URL (default: sqlite file under the output folder)")
     p.add_argument("--study", help="study name (default: the spec's study:)")
     p.add_argument("--output", help="output folder (default: the spec's output:)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        type=key_value,
-        default=[],
-        metavar="KEY.PATH=VALUE",
-        help="override a spec value, e.g. --set budget.trials=10 --set fixed.epochs=3 (repeatable)",
-    )
+    add_set(p, "KEY.PATH=VALUE", "override a spec value, e.g. --set budget.trials=10 --set fixed.epochs=3 (repeatable)")
 
 
 def spec_overrides(args: argparse.Namespace) -> list[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.base.text import fmt
-from hpsearch.cli.args import add_rerun_args, add_spec_args, key_value, load, positive_int
+from hpsearch.cli.args import add_rerun_args, add_set, add_spec_args, load, positive_int
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -92,15 +92,7 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("train", help="train an exported config (no pruning, checkpoints, resumes when run again)")
     p.add_argument("config", help="the exported config (hpsearch export SPEC -o best.yaml)")
     p.add_argument("-o", "--out", help="run folder (default: <output>/train/<study>-trial<N>/)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        type=key_value,
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config value, e.g. --set epochs=50 (repeatable)",
-    )
+    add_set(p, "KEY=VALUE", "override a config value, e.g. --set epochs=50 (repeatable)")
     p.add_argument("--fresh", action="store_true", help="discard the run folder's checkpoint and results and start over")
     p.add_argument("--quiet", action="store_true", help="no per-epoch lines")
     ranks = p.add_mutually_exclusive_group()
