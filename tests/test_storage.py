@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import optuna
 import pytest
 from optuna.trial import TrialState
@@ -135,3 +137,41 @@ def test_other_postgres_errors_are_not_retried(monkeypatch):
     with pytest.raises(sqlalchemy.exc.ProgrammingError):
         _create("postgresql://h/db", {}, sqlite=False, read_only=False)
     assert calls[0] == 1
+
+
+def test_a_slot_claiming_while_the_parent_ends_a_dead_slot_s_trial_gets_its_retry(tmp_path, monkeypatch):
+    """The slot pool's parent fails a dead slot's trial and queues its config under the claim lock:
+    a claim that comes between the two writes waits, then takes the retry rather than a new config
+    (a fresh clone's run once saw the claim win the gap, and the budget end with the retry unrun)."""
+    import threading
+    from types import SimpleNamespace
+
+    import hpsearch.study.liveness as liveness
+    from hpsearch.engine.optuna import claim
+    from hpsearch.engine.slots import Watch
+    from hpsearch.study.claim import ClaimLock
+    from hpsearch.study.liveness import WORKER
+
+    url = f"sqlite:///{tmp_path / 'gap.db'}"
+    study = optuna.create_study(storage=open_storage(url), study_name="gap")
+    dead = study.ask({"lr": optuna.distributions.FloatDistribution(0.01, 0.1)})
+    dead.set_user_attr(WORKER, "host:4711")
+    claimed: list[optuna.Trial | None] = []
+    threads: list[threading.Thread] = []
+    real_retry = liveness.retry
+
+    def retry_after_a_claim_tried(s: optuna.Study, trial: Any) -> bool:
+        other = optuna.load_study(study_name="gap", storage=open_storage(url))
+        threads.append(threading.Thread(target=lambda: claimed.append(claim(other, 3, ClaimLock(url, "gap"), None))))  # type: ignore[arg-type]
+        threads[0].start()
+        threads[0].join(0.5)  # the claim, were it free to, ends in this gap (a flock blocks another handle, threads too)
+        return real_retry(s, trial)
+
+    monkeypatch.setattr(liveness, "retry", retry_after_a_claim_tried)
+    watch = Watch(study, None, None, None, set(), lock=ClaimLock(url, "gap"))  # type: ignore[arg-type]
+    gone = SimpleNamespace(proc=SimpleNamespace(returncode=-9), worker="host:4711", last_line="", slot=SimpleNamespace(index=1))
+    watch.bury([gone], "failed: slot process killed by SIGKILL")  # type: ignore[list-item]
+    threads[0].join(60)
+    (trial,) = claimed
+    assert trial is not None
+    assert study.get_trials()[trial.number].user_attrs["retry_of"] == dead.number

@@ -177,7 +177,7 @@ def run_slots(spec: Spec, slots: list[Slot], command: list[str], quiet: bool = F
     deadline = time.time() + spec.budget.timeout if spec.budget.timeout else None
     pool = Pool(spec, command + (["--quiet"] if quiet else []), deadline)
     seen = {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
-    watch = Watch(study, spec, progress, pool, seen, packer=packer, next_index=len(slots))
+    watch = Watch(study, spec, progress, pool, seen, packer=packer, next_index=len(slots), lock=lock)
     with progress:
         try:
             for slot in slots:
@@ -217,6 +217,7 @@ class Watch:
     packed: set[int] = field(default_factory=set)  # trials the packer has seen finish
     sized: set[int] = field(default_factory=set)  # trials whose config size the packer has seen
     crashed: int = 0  # slot processes that died (not a clean exit, a max_failures stop or a retired slot)
+    lock: ClaimLock | None = None  # the study's claim lock: a dead slot's trial is failed and queued under it
 
     def loop(self) -> None:
         while self.pool.live:
@@ -275,7 +276,10 @@ class Watch:
                 self.stop(f"slot {e.slot.index}: {e.last_line}")
                 continue
             text = why or slot_crash(rc, e.last_line)
-            fail_trials_of(self.study, e.worker, text, retry_them=True)
+            # Under the claim lock: a slot claiming between the fail and the queued retry would see
+            # neither, sample a new config and spend the budget the retry was owed.
+            with self.lock.held() if self.lock else contextlib.nullcontext():
+                fail_trials_of(self.study, e.worker, text, retry_them=True)
             if why is not None or self.stopping or e.slot.index in self.retiring:
                 continue
             self.progress.print(f"slot {e.slot.index} (pid {e.pid}) ended: {text}")
