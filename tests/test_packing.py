@@ -19,6 +19,7 @@ from hpsearch.engine.devices import Slot, gpu_memory, in_process, plan_slots
 from hpsearch.engine.packing import Packer, Peak, Probe, Size, fits, plan, trial_mb
 from hpsearch.engine.slots import Pool, SlotProcess, Watch, packer_for
 from hpsearch.spec.loader import Resources, Spec
+from hpsearch.study.claim import ClaimLock
 from hpsearch.study.progress import Progress
 from tests.conftest import ROOT
 
@@ -180,7 +181,7 @@ def test_the_pool_starts_slots_when_the_plan_grows_and_retires_the_newest_when_i
 
     pool.start = start
     out = io.StringIO()
-    watch = Watch(None, spec, Progress("s", 10, stream=out), pool, set(), next_index=1)
+    watch = Watch(None, spec, Progress("s", 10, stream=out), pool, set(), ClaimLock(spec.storage_url, "s"), next_index=1)
     start(Slot(0, ("0",), 2))
     assert watch.follow("0", wanted=3, spare=5) == 2 and sorted(pool.live) == [0, 1, 2]
     assert all(e.slot == Slot(e.slot.index, ("0",), 2) for e in pool.live.values())  # same GPU, same thread share

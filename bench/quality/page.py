@@ -82,8 +82,12 @@ def wins_plot(named: dict[str, Any], path: Path = PLOT) -> None:
     plt.close(fig)
 
 
-def fill() -> dict[str, str]:
-    named = R.classify([R.load(str(p)) for p in sorted(RESULTS.glob("search_quality_*.json"))])
+def main_runs() -> dict[str, dict[str, Any]]:
+    """The committed search-quality runs, named (render.classify)."""
+    return R.classify([R.load(str(p)) for p in sorted(RESULTS.glob("search_quality_*.json"))])
+
+
+def fill(named: dict[str, dict[str, Any]]) -> dict[str, str]:
     syn, tab = named["synthetic"], named["table"]
     cal = {p.name: R.load(str(p)) for p in sorted((RESULTS / "calibration").glob("*.json"))}
     fourth = [cal[name] for name in sorted(cal) if "_attempt4_" in name]
@@ -109,9 +113,9 @@ def fill() -> dict[str, str]:
     }
 
 
-def render() -> str:
+def render(named: dict[str, dict[str, Any]] | None = None) -> str:
     text = TEMPLATE.read_text()
-    for key, value in fill().items():
+    for key, value in fill(named or main_runs()).items():
         text = text.replace(key, value)
     left = [line for line in text.splitlines() if "@@" in line]
     if left:
@@ -120,8 +124,9 @@ def render() -> str:
 
 
 def main() -> None:
-    PAGE.write_text(render())
-    wins_plot(R.classify([R.load(str(p)) for p in sorted(RESULTS.glob("search_quality_*.json"))]))
+    named = main_runs()
+    PAGE.write_text(render(named))
+    wins_plot(named)
     print(f"wrote {PAGE}")
 
 

@@ -209,6 +209,7 @@ class Watch:
     progress: Progress
     pool: Pool
     seen: set[int]
+    lock: ClaimLock  # the study's claim lock: a dead slot's trial is failed and queued under it
     stopped_early: str | None = None
     stopping: bool = False
     packer: Packer | None = None  # trials_per_gpu: auto
@@ -217,7 +218,6 @@ class Watch:
     packed: set[int] = field(default_factory=set)  # trials the packer has seen finish
     sized: set[int] = field(default_factory=set)  # trials whose config size the packer has seen
     crashed: int = 0  # slot processes that died (not a clean exit, a max_failures stop or a retired slot)
-    lock: ClaimLock | None = None  # the study's claim lock: a dead slot's trial is failed and queued under it
 
     def loop(self) -> None:
         while self.pool.live:
@@ -278,7 +278,7 @@ class Watch:
             text = why or slot_crash(rc, e.last_line)
             # Under the claim lock: a slot claiming between the fail and the queued retry would see
             # neither, sample a new config and spend the budget the retry was owed.
-            with self.lock.held() if self.lock else contextlib.nullcontext():
+            with self.lock.held():
                 fail_trials_of(self.study, e.worker, text, retry_them=True)
             if why is not None or self.stopping or e.slot.index in self.retiring:
                 continue
