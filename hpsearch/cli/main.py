@@ -91,20 +91,23 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def _terminate_as_interrupt(terminated: list[int]) -> Iterator[None]:
-    """SIGTERM (kill, a job scheduler) ends trials like Ctrl-C does: marked failed, never left RUNNING."""
+    """SIGTERM (kill, a job scheduler) ends trials like Ctrl-C does: marked failed, never left RUNNING.
+    Either waits for the study writes in hand to land (base/interrupts.py)."""
     import signal
     import threading
 
+    from hpsearch.base.interrupts import interrupt
+
     def handler(signum: int, frame: Any) -> None:
         terminated.append(signum)
-        raise KeyboardInterrupt
+        interrupt(signum, frame)
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.signal(signal.SIGTERM, handler)
     # Ctrl-C stops a run even when its shell started it with SIGINT ignored (`cmd &` in a script)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_int = signal.signal(signal.SIGINT, interrupt)
     try:
         yield
     finally:

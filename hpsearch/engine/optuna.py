@@ -34,6 +34,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.base.cores import cpu_cores
 from hpsearch.base.errors import StorageUnreachable
+from hpsearch.base.interrupts import interrupt
 from hpsearch.engine.devices import THREADS_ENV, in_process, slots_for, threads_notice
 from hpsearch.engine.slots import (
     DISK_FULL,
@@ -355,12 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     watch_parent(args.parent)
     stop = threading.Event()
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # the parent's Ctrl-C, even if it was started with SIGINT ignored
+    signal.signal(signal.SIGTERM, interrupt)  # both wait for the study writes in hand (base/interrupts.py)
+    signal.signal(signal.SIGINT, interrupt)  # the parent's Ctrl-C, even if it was started with SIGINT ignored
     signal.signal(signal.SIGUSR1, lambda signum, frame: stop.set())  # finish the running trial, claim no more
     spec = spec_from_env(args.path)
     try:

@@ -33,6 +33,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.base.errors import StorageUnreachable, UserError
+from hpsearch.base.interrupts import atomic
 from hpsearch.study.deaths import no_heartbeat, pid_gone
 from hpsearch.study.storage import OUTAGE, end_trial, set_attrs, storage_of, study_id, trial_id
 
@@ -255,10 +256,14 @@ def running(study: optuna.Study) -> list[FrozenTrial]:
 
 
 def bury(study: optuna.Study, dead: list[Dead]) -> list[Dead]:
-    """Fail each dead trial with its reason and queue its config again; the ones this call ended."""
-    ended = [d for d in dead if end_trial(study, d.trial, TrialState.FAIL, d.reason)]
-    for d in ended:
-        retry(study, d.trial)
+    """Fail each dead trial with its reason and queue its config again; the ones this call ended.
+    A Ctrl-C meanwhile waits: a trial failed and not queued would lose its config's retry."""
+    ended = []
+    for d in dead:
+        with atomic():
+            if end_trial(study, d.trial, TrialState.FAIL, d.reason):
+                retry(study, d.trial)
+                ended.append(d)
     return ended
 
 

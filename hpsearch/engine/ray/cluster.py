@@ -44,7 +44,7 @@ def ray_session(spec: Spec) -> Iterator[LocalRay | None]:
         "runtime_env": {"env_vars": {"RAY_CHDIR_TO_TRIAL_DIR": "0"}},
     }  # trials keep the driver's paths
     address = spec.ray.address
-    on_term = signal.getsignal(signal.SIGTERM)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         if address:
             use_cluster_token()
@@ -55,10 +55,12 @@ def ray_session(spec: Spec) -> Iterator[LocalRay | None]:
     except (ConnectionError, RuntimeError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"ray.address {address or '(local)'}: cannot start or join Ray: {first}") from None
-    if on_term is not None and threading.current_thread() is threading.main_thread():
+    if threading.current_thread() is threading.main_thread():
         # Ray's core worker puts its own SIGTERM handler in place (a stack dump, exit 1, trials left RUNNING):
         # the run's own must stay (cli/main.py: the running trials failed and queued, exit 143)
-        signal.signal(signal.SIGTERM, on_term)
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
     print(f"ray: the objective's printed output is in {ray_logs()}/worker-*.out (a command objective's also in <trial dir>/output.log)")
     local = None if address else LocalRay(spec.study_dir)
     try:

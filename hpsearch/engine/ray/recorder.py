@@ -23,6 +23,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from hpsearch.base.interrupts import atomic
 from hpsearch.base.text import finite
 from hpsearch.engine.ray.trial import ENDED, FINAL_KEY, METRICS_KEY, RESUMED_KEY, trial_config, trial_number
 from hpsearch.spec.loader import Spec
@@ -64,9 +65,10 @@ class Recorder:
             self.beat.stop()
 
     def claimed(self, trial: optuna.Trial, config: dict[str, Any]) -> None:
-        """Ray asked for this trial: it is this driver's, stamped with who the driver is, beating until it ends."""
-        stamp(self.study, trial, {"config": config, "backend": "ray"})
+        """Ray asked for this trial: it is this driver's, stamped with who the driver is, beating until it ends.
+        Called inside ``atomic()`` with the ask (search.py), so that no asked trial goes unstamped."""
         self.asked.add(trial.number)
+        stamp(self.study, trial, {"config": config, "backend": "ray"})
         if self.beat is not None:
             self.beat.add(trial_id(trial))
 
@@ -101,6 +103,10 @@ class Recorder:
         self.progress.print(f"trial {number} resumes trial {resumed['trial']} from its epoch {resumed['epoch']} checkpoint")
 
     def on_end(self, trial: Any, error: str | None) -> None:
+        with atomic():  # a SIGTERM meanwhile waits: the trial ended in Ray's view and RUNNING in the study
+            self.record_end(trial, error)
+
+    def record_end(self, trial: Any, error: str | None) -> None:
         number = trial_number(trial.config)
         if number in self.ended:
             return
@@ -134,14 +140,17 @@ class Recorder:
     def abandon(self, reason: str = "interrupted") -> list[int]:
         """Trials Ray never ended (Ctrl-C, SIGTERM, a lost cluster, the time budget) must not stay RUNNING and hold
         the budget: failed with ``reason`` and queued again, first, as the Optuna backend does (a gentle stop loses
-        no more than kill -9). The numbers of those this call ended."""
-        cut = sorted(self.asked - self.ended)
-        self.ended.update(cut)
-        ids = [self.trial_id(number) for number in cut]
-        if self.beat is not None:
-            for tid in ids:
-                self.beat.drop(tid)
-        ended = bury(self.study, [Dead(self.storage.get_trial(tid), reason) for tid in ids])
+        no more than kill -9). The numbers of those this call ended.
+
+        The study says which are left, not this driver's memory: an end Ray reported whose record was cut
+        short (an error in a write) leaves its trial RUNNING, and it is failed and queued like the rest."""
+        with atomic():
+            left = [t for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if t.number in self.asked]
+            self.ended.update(t.number for t in left)
+            if self.beat is not None:
+                for t in left:
+                    self.beat.drop(trial_id(t))
+            ended = bury(self.study, [Dead(t, reason) for t in left])
         return [d.trial.number for d in ended]
 
     @staticmethod

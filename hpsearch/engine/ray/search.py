@@ -13,6 +13,7 @@ from typing import Any
 import optuna
 
 from hpsearch.base.errors import UserError
+from hpsearch.base.interrupts import atomic
 from hpsearch.engine.ray.recorder import Recorder
 from hpsearch.engine.ray.trial import KEY, trial_number
 from hpsearch.search.space import Choice, Const, Float, Int
@@ -32,11 +33,12 @@ def make_searcher(spec: Spec, storage: Any, sampler: optuna.samplers.BaseSampler
 
     class StudySearch(OptunaSearch):
         def suggest(self, trial_id: str) -> dict[str, Any] | None:
-            if super().suggest(trial_id) is None:
-                return None
-            ot_trial = self._ot_trials[trial_id]
-            config = spec.config_for(spec.tree.config_from_params(ot_trial.params))
-            recorder.claimed(ot_trial, config)  # stamped with the driver's identity, beating until it ends
+            with atomic():  # asked and stamped as the driver's, or neither: a Ctrl-C meanwhile waits
+                if super().suggest(trial_id) is None:
+                    return None
+                ot_trial = self._ot_trials[trial_id]
+                config = spec.config_for(spec.tree.config_from_params(ot_trial.params))
+                recorder.claimed(ot_trial, config)  # stamped with the driver's identity, beating until it ends
             return {KEY: {"trial": ot_trial.number, "config": config, "resume": resume_of(recorder.study, spec, ot_trial)}}
 
         def on_trial_result(self, trial_id: str, result: dict[str, Any]) -> None:
@@ -77,9 +79,10 @@ def search_setup(spec: Spec, study: optuna.Study, recorder: Recorder, scheduler:
     from ray.tune.search import BasicVariantGenerator
 
     def ask(_: Any) -> dict[str, Any]:
-        trial = study.ask()
-        config = spec.config_for(spec.tree.suggest(trial))
-        recorder.claimed(trial, config)
+        with atomic():
+            trial = study.ask()
+            config = spec.config_for(spec.tree.suggest(trial))
+            recorder.claimed(trial, config)
         return {"trial": trial.number, "config": config, "resume": resume_of(study, spec, trial)}
 
     return BasicVariantGenerator(), {KEY: tune.sample_from(ask)}
