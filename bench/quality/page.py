@@ -14,6 +14,7 @@ from bench.common import RESULTS, ROOT
 from bench.fashion_spec import SEARCH_LIMIT_S, TEST_GOAL
 from bench.quality import pooled
 from bench.quality import render as R
+from hpsearch.spec import defaults
 
 TEMPLATE = Path(__file__).with_name("page.md")
 PAGE = ROOT / "docs" / "benchmarks" / "search-quality.md"
@@ -33,12 +34,6 @@ def fashion(result: dict[str, Any], seeds: dict[str, Any]) -> str:
         f"measured {seeds['date']} with the sampler and pruner of then (TPE, Hyperband), not re-run with bo "
         f"| {'met' if met else 'not met'}"
     )
-
-
-def defaults_table() -> str:
-    from hpsearch.spec.defaults import table
-
-    return table()
 
 
 def cpu_line(named: dict[str, Any]) -> str:
@@ -95,7 +90,7 @@ def fill(named: dict[str, dict[str, Any]]) -> dict[str, str]:
     return {
         "@@GOALS@@": "\n".join([R.goals(named), R.peers(named), R.live_goal(named["live"]), R.cost_goal(growth)]),
         "@@CAL4@@": "\n\n".join(f"`{' '.join(r['command'].split()[2:])}`:\n\n{R.wins_table(r)}" for r in fourth),
-        "@@DEFAULTS@@": defaults_table(),
+        "@@DEFAULTS@@": defaults.table(),
         "@@CPU@@": cpu_line(named),
         "@@FASHION@@": fashion(*(json.loads((RESULTS / f"{name}.json").read_text()) for name in ("fashion_spec", "fashion_seeds"))),
         "@@TIER_A@@": R.speedups(syn, list(syn["tasks"]), syn["methods"]),

@@ -74,7 +74,6 @@ METHODS: dict[str, Entry] = {
     # the fourth attempt (issue #38), a design rather than knobs: the sampler chosen by the space's
     # shape, the trust gate on every pruner, the noise-aware answer (calibration seeds 0-199)
     "hp_bo": hpsearch(sampler={"name": "bo"}),
-    "hp_bo_hb": hpsearch(sampler={"name": "bo"}, pruner={"name": "hyperband"}),
     "hp_bo3": hpsearch(sampler={"name": "bo", "startup_trials": 3}),
     "hp_bo6": hpsearch(sampler={"name": "bo", "startup_trials": 6}),
     "hp_bo10": hpsearch(sampler={"name": "bo", "startup_trials": 10}),
@@ -89,6 +88,7 @@ METHODS: dict[str, Entry] = {
     # diagnosis of `shaped` at 72 epochs (bench/results/diagnosis/): t3_group with hpsearch's
     # median pruner start (epoch 1 never pruned)
     "t3_group_w1": Entry(m.tpe_median(2, multivariate=True, group=True)),
+    "hp_w1": hpsearch(pruner={"warmup_epochs": 1}),  # before #38's follow-up: epoch 1 never pruned
 }
 
 

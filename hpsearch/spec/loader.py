@@ -78,7 +78,7 @@ class SamplerSpec(Section):
 
 class PrunerSpec(Section):
     name: str | None = None  # a registry name (default: by the budget, spec/defaults.py) or 'package.module:Class'
-    warmup_epochs: int = Field(1, ge=0)  # epochs a trial always runs before it may be pruned
+    warmup_epochs: int | None = Field(None, ge=0)  # epochs a trial always runs before it may be pruned (unset: spec/defaults.py)
     startup_trials: int = Field(5, ge=0)  # trials that finish unpruned before pruning starts (median, percentile)
     interval_epochs: int = Field(1, ge=1)
     percentile: float = Field(25.0, gt=0, lt=100)  # percentile pruner: keep trials above this percentile

@@ -225,10 +225,17 @@ def pruner_name(spec: Spec) -> str:
 # ---------------------------------------------------------------------------- pruners
 
 
+def warmup(spec: Spec) -> int:
+    """pruner.warmup_epochs, or its default (spec/defaults.py)."""
+    from hpsearch.spec.defaults import warmup_epochs
+
+    return int(warmup_epochs(spec).value)
+
+
 def _common(spec: Spec) -> dict[str, int]:
     p = spec.pruner
     # Optuna may prune at step >= n_warmup_steps; epochs are 1-based and warmup epochs are never pruned.
-    return {"n_startup_trials": p.startup_trials, "n_warmup_steps": p.warmup_epochs + 1, "interval_steps": p.interval_epochs}
+    return {"n_startup_trials": p.startup_trials, "n_warmup_steps": warmup(spec) + 1, "interval_steps": p.interval_epochs}
 
 
 def _median(spec: Spec) -> BasePruner:
@@ -249,7 +256,7 @@ def _successive_halving(spec: Spec) -> BasePruner:
     from hpsearch.spec.defaults import SH_REDUCTION
 
     p = spec.pruner
-    return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, p.warmup_epochs), reduction_factor=p.reduction_factor or SH_REDUCTION)
+    return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, warmup(spec)), reduction_factor=p.reduction_factor or SH_REDUCTION)
 
 
 def _hyperband(spec: Spec) -> BasePruner:
@@ -260,7 +267,7 @@ def _hyperband(spec: Spec) -> BasePruner:
     p = spec.pruner
     max_epochs = p.max_epochs or spec.fixed.get("epochs") or "auto"
     return optuna.pruners.HyperbandPruner(
-        min_resource=max(1, p.warmup_epochs), max_resource=max_epochs, reduction_factor=p.reduction_factor or HYPERBAND_REDUCTION
+        min_resource=max(1, warmup(spec)), max_resource=max_epochs, reduction_factor=p.reduction_factor or HYPERBAND_REDUCTION
     )
 
 

@@ -18,7 +18,7 @@ from hpsearch.engine.ray.recorder import Recorder
 from hpsearch.engine.ray.trial import KEY, trial_number
 from hpsearch.search.space import Choice, Const, Float, Int
 from hpsearch.spec.loader import Spec
-from hpsearch.spec.registry import RAY_SCHEDULERS, RayKit
+from hpsearch.spec.registry import RAY_SCHEDULERS, RayKit, warmup
 from hpsearch.study.checkpoints import resume_source
 from hpsearch.study.open import build_sampler
 from hpsearch.study.storage import storage_of
@@ -99,7 +99,7 @@ def build_scheduler(spec: Spec, study: optuna.Study | None = None) -> Any:
     name = spec.ray.scheduler if len(spec.metrics) == 1 else "fifo"
     horizon = max_epochs(spec)
     common = {"time_attr": "epoch", "metric": spec.metrics[0], "mode": "max" if spec.directions[0] == "maximize" else "min"}
-    grace = min(spec.pruner.warmup_epochs + 1, horizon)  # as with the Optuna pruners, warmup epochs are never stopped
+    grace = min(warmup(spec) + 1, horizon)  # as with the Optuna pruners, warmup epochs are never stopped
     scheduler = RAY_SCHEDULERS[name].build(spec, RayKit(common, horizon, grace, lambda: build_pbt(spec, common)))
     if study is not None and spec.pruner.trust is not None and name in ("asha", "median"):
         trust_gate(scheduler, study, spec.pruner.trust, spec.pruner.trust_curves)
