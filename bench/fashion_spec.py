@@ -54,9 +54,8 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"--reuse: {RESULT} was not measured in {args.out}")
         if (args.out / "runs" / "train").exists():  # hpsearch train would resume the earlier final run
             raise SystemExit(f"--reuse: move {args.out / 'runs' / 'train'} aside first: train resumes a run it finds there")
-        searched = {k: before[k] for k in ("search_wall_s", "load_avg_before", "load_avg_after")} | {
-            "search_from": before.get("date", "earlier run")
-        }
+        kept = ("search_wall_s", "load_avg_before", "load_avg_after", "defaults")
+        searched = {k: before[k] for k in kept if k in before} | {"search_from": before.get("date", "earlier run")}
         search_s = float(before["search_wall_s"])
     else:
         load_before = os.getloadavg()
@@ -65,6 +64,7 @@ def main(argv: list[str] | None = None) -> None:
             "search_wall_s": round(search_s, 1),
             "load_avg_before": [round(x, 2) for x in load_before],
             "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+            "defaults": re.findall(r"sampler \S+; pruner \S+", hpsearch("validate", str(SPEC), log=log)[1])[0],  # what ran
         }
     best = args.out / "best.yaml"
     _, text = hpsearch("best", str(SPEC), *output, log=log)

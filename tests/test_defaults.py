@@ -11,6 +11,7 @@ from hpsearch.search.trust import TrustedPruner
 from hpsearch.spec.defaults import BO_MAX_TRIALS, resolve
 from hpsearch.spec.loader import Spec
 from hpsearch.study.open import build_pruner, build_sampler
+from tests.conftest import ROOT
 
 RANGES = {"lr": {"float": [1.0e-4, 1.0], "log": True}, "width": {"int": [8, 64]}}
 CHOICES = {"lr": {"float": [1.0e-4, 1.0], "log": True}, "batch_size": {"choice": [32, 64, 128]}}  # 2 model inputs
@@ -120,6 +121,9 @@ def test_the_gate_not_a_fixed_epoch_says_when_pruning_starts():
     assert resolved(open_gate)["pruner.warmup_epochs"] == 1 and not pruned_at_epoch_1(open_gate)
     assert resolved(spec(space=WIDE, backend="ray"))["pruner.warmup_epochs"] == 1
     assert not pruned_at_epoch_1(spec(space=WIDE, pruner={"warmup_epochs": 1}))  # a key set in the spec wins
+    page = " ".join((ROOT / "docs" / "search.md").read_text().split())  # what the docs say of it
+    assert f"`pruner.warmup_epochs` is {resolved(gated)['pruner.warmup_epochs']} behind the gate on the Optuna backend" in page
+    assert f"and {resolved(open_gate)['pruner.warmup_epochs']} without it (`trust: null`, or Ray)" in page
 
 
 def test_validate_prints_each_resolved_default_and_why(tmp_path, capsys):

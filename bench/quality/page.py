@@ -31,7 +31,7 @@ def fashion(result: dict[str, Any], seeds: dict[str, Any]) -> str:
         f"search {search:.0f} s ({search / 60:.1f} minutes) on 2 idle cores; export ({result['export']}) and train of its best, "
         f"{train:.0f} s (`python -m bench.fashion_spec`): test accuracy {each} on training seeds "
         f"{', '.join(str(r['seed']) for r in seeds['runs'])}, mean {seeds['mean_test_acc']:.2%} (`python -m bench.fashion_seeds`); "
-        f"measured {seeds['date']} with the sampler and pruner of then (TPE, Hyperband), not re-run with bo "
+        f"measured {seeds['date']} with {result.get('defaults', 'sampler tpe; pruner hyperband')} "
         f"| {'met' if met else 'not met'}"
     )
 
