@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
             "search_wall_s": round(search_s, 1),
             "load_avg_before": [round(x, 2) for x in load_before],
             "load_avg_after": [round(x, 2) for x in os.getloadavg()],
-            "defaults": re.findall(r"sampler \S+; pruner \S+", hpsearch("validate", str(SPEC), log=log)[1])[0],  # what ran
+            "defaults": re.findall(r"sampler \w+; pruner \w+", hpsearch("validate", str(SPEC), log=log)[1])[0],  # what ran
         }
     best = args.out / "best.yaml"
     _, text = hpsearch("best", str(SPEC), *output, log=log)
