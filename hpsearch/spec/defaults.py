@@ -22,9 +22,10 @@ docs/benchmarks/search-quality.md):
 - pruner: ``model`` with bo (its model of the final value); the median pruner with TPE
   (Hyperband judged at epoch 1, where Tier B's values rank configs at 0.20: 39-44 %). All behind
   the trust gate (search/trust.py): no pruning at an epoch until completed curves show it ranks.
-- warmup: none where the gate watches (follow-up, calibration seeds 0-199, then held out on
-  200-699: the training-shaped task at 12 trials from 43 % to 49.5 % against Optuna's defaults,
-  92 paired seeds won and 22 lost against epoch 1 never pruned).
+- warmup: none where the gate watches (follow-up: calibration seeds 0-199, then the report
+  seeds 200-699, where the diagnosis that suggested it had run: the training-shaped task at 12
+  trials from 43 % to 49.5 % against Optuna's defaults, 92 paired seeds won and 22 lost against
+  epoch 1 never pruned).
 - parallel: TPE's constant liar when more than one worker asks at once; bo keeps its proposals
   away from configs still training.
 
