@@ -131,9 +131,11 @@ def test_search_trials_run_as_two_ranks_rank_0_stops_all_and_a_crashing_rank_fai
     error = (tmp_path / "runs" / "ranks" / f"trial-{crashed.number}" / "error.txt").read_text()
     assert "ranks.py" in error and "broke on purpose" in error
     assert crashed.user_attrs["error_at"].startswith(f"{RANKS}:")  # the line in the objective that raised
-    # every rank of both trials has exited
+    # every rank of the three trials has exited. Both ranks of ok and nan reached the objective (their
+    # all-reduce needs both); the crashing trial's rank 0 may be stopped before it gets there when
+    # rank 1 raises first (a busy machine: seen once in a fresh clone, 5 pid files of 6)
     started = [int(p.name.split("-")[1]) for p in pids.iterdir() if not p.name.endswith(".done")]
-    assert len(started) == 6
+    assert len(started) in (5, 6) and len([p for p in pids.iterdir() if p.name.startswith("1-")]) == 3
     assert [pid for pid in started if _alive(pid)] == []
 
 
