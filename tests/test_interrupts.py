@@ -1,11 +1,10 @@
 """A Ctrl-C or SIGTERM that lands between two study writes that belong together waits for the second
-(hpsearch/base/interrupts.py): real signals to this process, a real SQLite study, the Ray recorder as
+(hpsearch/base/interrupts.py): real signals raised in the main thread, a real SQLite study, the Ray recorder as
 Tune calls it (CI once caught a SIGTERM between a trial's end in Ray and its record, left RUNNING)."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 from types import SimpleNamespace
@@ -37,7 +36,7 @@ def test_a_signal_inside_atomic_is_raised_as_the_block_ends(handler):
     done = []
     with pytest.raises(KeyboardInterrupt):
         with atomic():
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
             done.append("first write")
             with atomic():  # nested: the outermost block decides
                 done.append("second write")
@@ -52,9 +51,9 @@ def test_a_second_signal_is_raised_at_once(handler):
     done = []
     with pytest.raises(KeyboardInterrupt):
         with atomic():
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
             done.append("after the first")
-            os.kill(os.getpid(), signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
             done.append("after the second")
     assert done == ["after the first"]
 
@@ -62,7 +61,7 @@ def test_a_second_signal_is_raised_at_once(handler):
 def test_an_error_in_the_block_does_not_swallow_the_held_stop(handler):
     with pytest.raises(KeyboardInterrupt) as raised:
         with atomic():
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
             raise ValueError("a write failed")
     assert isinstance(raised.value.__cause__, ValueError)
 
@@ -109,7 +108,7 @@ def test_a_sigterm_while_the_recorder_writes_a_trials_end_waits_for_the_record(h
     def signalled_write(*args):  # the scheduler's SIGTERM lands between the first user attr and the tell
         if not getattr(signalled_write, "sent", False):
             signalled_write.sent = True
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
         write(*args)
 
     monkeypatch.setattr(storage, "set_trial_user_attr", signalled_write)
@@ -139,7 +138,7 @@ def test_bury_fails_and_queues_together_under_a_signal(handler, ray_study, monke
     real = optuna.Study.add_trial
 
     def add_after_a_signal(self, trial):
-        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C after the trial was failed, before its retry is queued
+        signal.raise_signal(signal.SIGINT)  # a Ctrl-C after the trial was failed, before its retry is queued
         real(self, trial)
 
     monkeypatch.setattr(optuna.Study, "add_trial", add_after_a_signal)
