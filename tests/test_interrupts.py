@@ -9,7 +9,6 @@ import signal
 import threading
 from types import SimpleNamespace
 
-import optuna
 import pytest
 from optuna.trial import TrialState
 
@@ -20,7 +19,7 @@ from hpsearch.spec.loader import load_spec
 from hpsearch.study.liveness import Dead, bury
 from hpsearch.study.open import open_study
 from hpsearch.study.progress import Progress
-from hpsearch.study.storage import storage_of
+from hpsearch.study.storage import Storage, storage_of
 
 
 @pytest.fixture
@@ -135,14 +134,33 @@ def test_abandon_reads_the_study_not_its_memory(ray_study):
 def test_bury_fails_and_queues_together_under_a_signal(handler, ray_study, monkeypatch):
     spec, study, recorder = ray_study
     ask(study, recorder)
-    real = optuna.Study.add_trial
+    real = Storage._get_prepared_new_trial
 
-    def add_after_a_signal(self, trial):
-        signal.raise_signal(signal.SIGINT)  # a Ctrl-C after the trial was failed, before its retry is queued
-        real(self, trial)
+    def add_after_a_signal(self, *args):
+        signal.raise_signal(signal.SIGINT)  # a Ctrl-C after the trial was failed, before its retry is added
+        return real(self, *args)
 
-    monkeypatch.setattr(optuna.Study, "add_trial", add_after_a_signal)
+    monkeypatch.setattr(Storage, "_get_prepared_new_trial", add_after_a_signal)
     with pytest.raises(KeyboardInterrupt):
         bury(study, [Dead(study.get_trials()[0], "interrupted")])
     states = [t.state for t in study.get_trials()]
     assert states == [TrialState.FAIL, TrialState.WAITING]
+
+
+def test_a_ray_trial_whose_worker_died_ends_with_its_retry_in_one_commit(ray_study, monkeypatch):
+    """The recorder fails a trial whose Ray worker died and queues its config in one commit: a driver
+    killed between the two writes leaves the trial RUNNING (its stop or the next run buries it), never
+    FAIL with its retry lost."""
+    spec, study, recorder = ray_study
+    died = "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."
+    first, second = ask(study, recorder), ask(study, recorder)
+    real = Storage._get_prepared_new_trial
+    monkeypatch.setattr(Storage, "_get_prepared_new_trial", lambda *args: (_ for _ in ()).throw(SystemExit("killed")))
+    with pytest.raises(SystemExit):
+        recorder.on_end(first, died)
+    assert [t.state for t in study.get_trials()] == [TrialState.RUNNING, TrialState.RUNNING]
+    monkeypatch.setattr(Storage, "_get_prepared_new_trial", real)
+    recorder.on_end(second, died)
+    dead, again = study.get_trials()[1:]
+    assert dead.state == TrialState.FAIL and dead.user_attrs["reason"] == "failed: process died (its Ray worker exited)"
+    assert again.state == TrialState.WAITING and again.user_attrs["retry_of"] == dead.number

@@ -156,3 +156,37 @@ def test_processes_opening_a_fresh_database_together_all_get_the_storage(postgre
         go.touch()
         results = [(p.wait(timeout=120), p.stderr.read() if p.stderr else "") for p in procs]
         assert all(code == 0 for code, _ in results), [err.strip().splitlines()[-1:] for code, err in results if code]
+
+
+def test_dead_trials_buried_by_two_processes_while_a_third_asks_get_one_retry_each(postgres_url):
+    """A dead trial's end and its retry are one transaction that locks the study row, as Optuna's own
+    trial creation does: two buriers and an asker on one PostgreSQL study neither deadlock nor queue
+    a config twice, and trial numbers stay unique."""
+    import threading
+
+    from hpsearch.study.liveness import Dead, bury
+    from hpsearch.study.storage import open_storage
+
+    name = f"bury-{uuid.uuid4().hex[:8]}"
+    study = optuna.create_study(storage=open_storage(postgres_url), study_name=name)
+    dead = [study.ask({"x": optuna.distributions.FloatDistribution(0, 1)}).number for _ in range(12)]
+    studies = [optuna.load_study(study_name=name, storage=open_storage(postgres_url)) for _ in range(3)]
+    ended: list[list[int]] = [[], []]
+
+    def bury_all(i: int) -> None:
+        for t in studies[i].get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            ended[i] += [d.trial.number for d in bury(studies[i], [Dead(t, f"failed: seen by {i}")])]
+
+    threads = [threading.Thread(target=bury_all, args=(i,)) for i in range(2)]
+    threads.append(threading.Thread(target=lambda: [studies[2].ask() for _ in range(12)]))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not any(thread.is_alive() for thread in threads)
+    trials = study.get_trials()
+    assert sorted(ended[0] + ended[1]) == dead  # each dead trial ended by exactly one of them
+    assert sorted(t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs) == dead  # an ask takes a retry first
+    assert [t.number for t in trials] == list(range(len(trials)))
+    states = [t.state for t in trials]
+    assert states.count(TrialState.FAIL) == 12 and states.count(TrialState.RUNNING) == 12  # the 12 asked

@@ -9,7 +9,7 @@ import pytest
 from optuna.trial import TrialState
 
 from hpsearch.base.errors import UserError
-from hpsearch.study.storage import count_states, open_storage, redact, set_attrs, sqlite_path
+from hpsearch.study.storage import Storage, count_states, open_storage, redact, set_attrs, sqlite_path
 
 
 @pytest.mark.parametrize(
@@ -91,6 +91,31 @@ def test_ending_a_running_trial_is_decided_once_when_two_processes_race(tmp_path
     assert not end_trial(study, study.get_trials()[0], TrialState.FAIL, "again")  # an ended trial stays as it ended
 
 
+def test_a_crash_between_a_dead_trial_s_end_and_its_retry_leaves_neither(tmp_path, monkeypatch):
+    """A dead trial's end and its retry are one commit: a process killed between the two writes
+    (here: the retry's insert raises) leaves the trial RUNNING for the next look, not FAIL with its
+    config lost; the next look ends it and queues exactly one retry."""
+    from hpsearch.study.liveness import Dead, bury
+
+    study = optuna.create_study(storage=open_storage(f"sqlite:///{tmp_path / 'crash.db'}"), study_name="crash")
+    trial = study.ask({"lr": optuna.distributions.FloatDistribution(0.01, 0.1)})
+    real_add = Storage._get_prepared_new_trial
+
+    def killed(self: Storage, *args: Any) -> Any:
+        raise SystemExit("killed between the two writes")
+
+    monkeypatch.setattr(Storage, "_get_prepared_new_trial", killed)
+    with pytest.raises(SystemExit):
+        bury(study, [Dead(study.get_trials()[0], "failed: process died")])
+    assert [t.state for t in study.get_trials()] == [TrialState.RUNNING]
+    assert "reason" not in study.get_trials()[0].user_attrs  # rolled back with the end
+    monkeypatch.setattr(Storage, "_get_prepared_new_trial", real_add)
+    assert len(bury(study, [Dead(study.get_trials()[0], "failed: process died")])) == 1
+    dead, again = study.get_trials()
+    assert dead.state == TrialState.FAIL and dead.user_attrs["reason"] == "failed: process died"
+    assert again.state == TrialState.WAITING and again.user_attrs["retry_of"] == trial.number and again.params == dead.params
+
+
 class _Orig(Exception):
     def __init__(self, sqlstate: str) -> None:
         super().__init__(f"sqlstate {sqlstate}")
@@ -146,7 +171,6 @@ def test_a_slot_claiming_while_the_parent_ends_a_dead_slot_s_trial_gets_its_retr
     import threading
     from types import SimpleNamespace
 
-    import hpsearch.study.liveness as liveness
     from hpsearch.engine.optuna import claim
     from hpsearch.engine.slots import Watch
     from hpsearch.study.claim import ClaimLock
@@ -158,16 +182,17 @@ def test_a_slot_claiming_while_the_parent_ends_a_dead_slot_s_trial_gets_its_retr
     dead.set_user_attr(WORKER, "host:4711")
     claimed: list[optuna.Trial | None] = []
     threads: list[threading.Thread] = []
-    real_retry = liveness.retry
+    real_add = Storage._get_prepared_new_trial
 
-    def retry_after_a_claim_tried(s: optuna.Study, trial: Any) -> bool:
-        other = optuna.load_study(study_name="gap", storage=open_storage(url))
-        threads.append(threading.Thread(target=lambda: claimed.append(claim(other, 3, ClaimLock(url, "gap"), None))))  # type: ignore[arg-type]
-        threads[0].start()
-        threads[0].join(0.5)  # the claim, were it free to, ends in this gap (a flock blocks another handle, threads too)
-        return real_retry(s, trial)
+    def add_after_a_claim_tried(self: Storage, *args: Any) -> Any:
+        if not threads:  # the retry's row, after the dead trial's end in the same commit
+            other = optuna.load_study(study_name="gap", storage=open_storage(url))
+            threads.append(threading.Thread(target=lambda: claimed.append(claim(other, 3, ClaimLock(url, "gap"), None))))  # type: ignore[arg-type]
+            threads[0].start()
+            threads[0].join(0.5)  # the claim, were it free to, ends in this gap (a flock blocks another handle, threads too)
+        return real_add(self, *args)
 
-    monkeypatch.setattr(liveness, "retry", retry_after_a_claim_tried)
+    monkeypatch.setattr(Storage, "_get_prepared_new_trial", add_after_a_claim_tried)
     watch = Watch(study, None, None, None, set(), lock=ClaimLock(url, "gap"))  # type: ignore[arg-type]
     gone = SimpleNamespace(proc=SimpleNamespace(returncode=-9), worker="host:4711", last_line="", slot=SimpleNamespace(index=1))
     watch.bury([gone], "failed: slot process killed by SIGKILL")  # type: ignore[list-item]

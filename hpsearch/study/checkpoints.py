@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # imported where used: export reads checkpoint_of without loa
 
 CHECKPOINT = "checkpoint.pt"
 RESUMED_FROM = "resumed_from"  # user attribute of a retry that resumed: {"trial": n, "epoch": k}
-RETRY_OF = "retry_of"  # user attribute of a retry: the number of the dead trial (liveness.retry)
+RETRY_OF = "retry_of"  # user attribute of a retry: the number of the dead trial (liveness.retry_of)
 RETRY_WINDOW_S = 60.0  # a failed trial without a retry yet keeps its checkpoint this long (its retry may be on the way)
 
 

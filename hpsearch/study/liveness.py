@@ -260,29 +260,25 @@ def bury(study: optuna.Study, dead: list[Dead]) -> list[Dead]:
     A Ctrl-C meanwhile waits: a trial failed and not queued would lose its config's retry."""
     ended = []
     for d in dead:
-        with atomic():
-            if end_trial(study, d.trial, TrialState.FAIL, d.reason):
-                retry(study, d.trial)
+        with atomic():  # one commit on hpsearch's storage (end_trial's then); two writes on another storage
+            if end_trial(study, d.trial, TrialState.FAIL, d.reason, then=retry_of(d.trial)):
                 ended.append(d)
     return ended
 
 
-def retry(study: optuna.Study, trial: FrozenTrial) -> bool:
-    """Queue the trial's params again as a WAITING trial (the next one claimed), at most MAX_RETRY times per config."""
+def retry_of(trial: FrozenTrial) -> FrozenTrial | None:
+    """The trial's params as a WAITING trial (the next one claimed); None past MAX_RETRY retries of its config."""
     retries = int(trial.system_attrs.get("hpsearch:retries", 0))
     if retries >= MAX_RETRY:
-        return False
+        return None
     kept = {k: v for k, v in trial.user_attrs.items() if k in ("config", "warm_start", *RERUN_KEYS)}
-    study.add_trial(
-        optuna.trial.create_trial(
-            state=TrialState.WAITING,
-            params=trial.params,
-            distributions=trial.distributions,
-            user_attrs={**kept, "retry_of": trial.number},
-            system_attrs={"hpsearch:retries": retries + 1},
-        )
+    return optuna.trial.create_trial(
+        state=TrialState.WAITING,
+        params=trial.params,
+        distributions=trial.distributions,
+        user_attrs={**kept, "retry_of": trial.number},
+        system_attrs={"hpsearch:retries": retries + 1},
     )
-    return True
 
 
 def fail_trials_of(study: optuna.Study, worker: str, reason: str, retry_them: bool) -> list[int]:

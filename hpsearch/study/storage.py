@@ -13,11 +13,13 @@ import sqlite3
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 
 from hpsearch.base.errors import StorageUnreachable, UserError
 
@@ -83,10 +85,8 @@ def open_storage(url: str, create: bool = True, read_only: bool = False, patient
 
     ``patient``: ride out an outage while connecting (``ride_out``), for a process started on a
     storage another process already reached; otherwise a server that cannot be reached is one line
-    at once (a wrong host or port should not wait two minutes).
-
-    ``outage_s``: the spec's ``storage.outage_s``, how long every call rides out an outage (``outage_limit``).
-
+    at once (a wrong host or port should not wait two minutes). ``outage_s``: the spec's
+    ``storage.outage_s``, how long every call rides out an outage (``outage_limit``).
     ``read_only``: a SQLite file the user may not write (best, trials, report): opened with
     ``mode=ro``, no journal change, no tables created (``read_only_url``)."""
     import sqlalchemy.exc
@@ -368,16 +368,19 @@ class Storage(optuna.storages.RDBStorage):
                     )
                 )
 
-    def end_if_running(self, trial_id: int, state: optuna.trial.TrialState, reason: str) -> bool:
-        """Compare-and-set: end the trial only if it is still RUNNING, decided by the database in one
-        UPDATE, with its reason in the same commit. Optuna's read-check-write let two processes that
-        both saw a dead trial end it (and queue its retry) twice: SQLite does not lock the row it read."""
+    def end_if_running(self, trial_id: int, state: optuna.trial.TrialState, reason: str, then: FrozenTrial | None = None) -> bool:
+        """Compare-and-set: end the trial only if it is still RUNNING, in one UPDATE, with its reason and ``then``
+        (a trial to add: its retry) in the same commit; False when it had ended. So neither a race nor a kill -9
+        ends a trial twice or without its retry (Optuna's read-check-write: SQLite does not lock the row it read)."""
         import sqlalchemy
         from optuna.storages._rdb import models
         from optuna.storages._rdb.storage import _create_scoped_session
 
         try:
             with _create_scoped_session(self.scoped_session, True) as session:
+                if then is not None:  # the study's row first, as Optuna's own trial creation locks it
+                    study = int(models.TrialModel.find_or_raise_by_id(trial_id, session).study_id)  # type: ignore[arg-type]
+                    models.StudyModel.find_or_raise_by_id(study, session, for_update=True)
                 # the reason first: Optuna's upsert refuses a trial that has ended already
                 self._set_trial_attr_without_commit(session, models.TrialUserAttributeModel, trial_id, "reason", reason)
                 done = session.execute(
@@ -390,6 +393,8 @@ class Storage(optuna.storages.RDBStorage):
                     raise _Lost  # another process ended it between the two statements: roll the reason back
                 # the end time through Optuna's model (its column name and time zone differ between versions)
                 models.TrialModel.find_or_raise_by_id(trial_id, session).datetime_complete = datetime.datetime.now()
+                if then is not None:
+                    self._get_prepared_new_trial(study, then, session)
         except (_Lost, optuna.exceptions.UpdateFinishedTrialError):
             return False
         return True
@@ -466,10 +471,7 @@ def count_states(study: optuna.Study) -> dict[optuna.trial.TrialState, int]:
     storage = storage_of(study)
     if isinstance(storage, Storage):
         return storage.count_states(study_id(study))
-    counts: dict[optuna.trial.TrialState, int] = {}
-    for t in study.get_trials(deepcopy=False):
-        counts[t.state] = counts.get(t.state, 0) + 1
-    return counts
+    return dict(Counter(t.state for t in study.get_trials(deepcopy=False)))
 
 
 def trial_by_number(study: optuna.Study, number: int) -> optuna.trial.FrozenTrial:
@@ -481,14 +483,18 @@ def frozen(study: optuna.Study, trial: optuna.Trial) -> optuna.trial.FrozenTrial
     return storage_of(study).get_trial(trial_id(trial))
 
 
-def end_trial(study: optuna.Study, trial: optuna.Trial | optuna.trial.FrozenTrial, state: optuna.trial.TrialState, reason: str) -> bool:
-    """FAIL (or another end state) a trial another process left RUNNING, with a reason. False when it had ended already."""
+def end_trial(
+    study: optuna.Study, trial: optuna.Trial | FrozenTrial, state: TrialState, reason: str, then: FrozenTrial | None = None
+) -> bool:
+    """FAIL (or another end state) a trial left RUNNING, with a reason; ``then`` (its retry) in the same commit."""
     storage = storage_of(study)
     if isinstance(storage, Storage):
-        return storage.end_if_running(trial_id(trial), state, reason)
+        return storage.end_if_running(trial_id(trial), state, reason, then)
     try:  # a storage that is not ours: Optuna's calls (a race between two processes may end it twice)
         storage.set_trial_user_attr(trial_id(trial), "reason", reason)
         storage.set_trial_state_values(trial_id(trial), state)
     except optuna.exceptions.UpdateFinishedTrialError:
         return False  # it ended after all, or another process ended it first
+    if then is not None:
+        study.add_trial(then)
     return True

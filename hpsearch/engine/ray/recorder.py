@@ -30,9 +30,9 @@ from hpsearch.spec.loader import Spec
 from hpsearch.study.checkpoints import RESUMED_FROM, clean_up
 from hpsearch.study.counts import contract_broken, reason
 from hpsearch.study.deaths import ray_worker_died
-from hpsearch.study.liveness import Dead, Heartbeat, bury, retry, stamp
+from hpsearch.study.liveness import Dead, Heartbeat, bury, retry_of, stamp
 from hpsearch.study.progress import Progress
-from hpsearch.study.storage import storage_of, study_id, trial_id
+from hpsearch.study.storage import end_trial, storage_of, study_id, trial_id
 from hpsearch.study.summary import refresh, trial_value_text
 
 
@@ -123,12 +123,16 @@ class Recorder:
             self.storage.set_trial_user_attr(tid, key, value)
         state = {"completed": TrialState.COMPLETE, "pruned": TrialState.PRUNED}.get(ended["state"], TrialState.FAIL)
         values = ended.get("values") if state == TrialState.COMPLETE else None
-        self.study.tell(number, values[0] if values and len(values) == 1 else values, state=state)
+        again = retry_of(self.storage.get_trial(tid)) if ended.get("died") and state == TrialState.FAIL else None
+        if again is not None:  # its end and its retry in one commit: a kill -9 between two would lose the retry
+            end_trial(self.study, self.storage.get_trial(tid), state, ended["reason"], then=again)
+        else:
+            self.study.tell(number, values[0] if values and len(values) == 1 else values, state=state)
         if self.beat is not None:
             self.beat.drop(tid)
         frozen = self.storage.get_trial(tid)
         self.broken = self.broken or contract_broken(frozen)
-        if ended.get("died") and retry(self.study, frozen):  # asked for first in the next round; resumes from its checkpoint
+        if again is not None:  # asked for first in the next round; resumes from its checkpoint
             self.progress.print(f"trial {number} {ended['reason']}: config retried next")
         else:
             with contextlib.suppress(OSError):
