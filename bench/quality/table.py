@@ -127,25 +127,24 @@ class TableTask:
 
 def validate() -> dict[str, Any]:
     """The surrogate on the held-out configs: Spearman of predicted vs measured (seed-mean) val_acc
-    per epoch, mean absolute error per epoch, and the seed-to-seed sd for scale."""
+    per epoch, MAE per epoch, the seed-to-seed sd for scale; how each epoch ranks the table's final values."""
     from scipy.stats import spearmanr
 
-    task = TableTask()
-    configs, means, diffs = mean_curves(load_rows(), "holdout")
-    pred = np.array([task.mean_curve(c) for c in configs])
+    task, rows = TableTask(), load_rows()
+    configs, means, diffs = mean_curves(rows, "holdout")
+    pred, table = np.array([task.mean_curve(c) for c in configs]), mean_curves(rows, "table")[1]
+    halves, k = {"all": table, "better_half": table[table[:, -1] >= np.median(table[:, -1])]}, max(1, len(configs) // 10)
     assert task._noise is not None
     return {
+        "epoch_vs_final": {
+            k: [round(float(spearmanr(m[:, e], m[:, -1]).statistic), 2) for e in range(MAX_EPOCHS)] for k, m in halves.items()
+        },
         "held_out_configs": len(configs),
         "spearman_per_epoch": [round(float(spearmanr(pred[:, e], means[:, e]).statistic), 3) for e in range(MAX_EPOCHS)],
         "mae_per_epoch": [round(float(np.mean(np.abs(pred[:, e] - means[:, e]))), 4) for e in range(MAX_EPOCHS)],
         "seed_sd_per_epoch": [round(float(v), 4) for v in task._noise],
-        "top_decile_recall": _top_decile_recall(pred[:, -1], means[:, -1]),
+        "top_decile_recall": round(len(set(np.argsort(-pred[:, -1])[:k]) & set(np.argsort(-means[:, -1])[:k])) / k, 3),
     }
-
-
-def _top_decile_recall(pred: np.ndarray, truth: np.ndarray) -> float:
-    k = max(1, len(truth) // 10)
-    return round(len(set(np.argsort(-pred)[:k]) & set(np.argsort(-truth)[:k])) / k, 3)
 
 
 if __name__ == "__main__":
