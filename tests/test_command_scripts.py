@@ -266,6 +266,8 @@ def test_a_lightning_shaped_script_with_two_workers_and_a_folder_per_trial(tmp_p
 INIT_CASES = {
     "argparse": ("mnist_example.py", "average_loss", "minimize", {"lr", "batch_size"}, "names: dashes"),
     "click": ("click_train.py", "val_loss", "minimize", {"lr", "batch_size"}, "booleans: store_true"),
+    # HfArgumentParser's help shows no defaults: warmup_ratio is still a fraction, --fp16 [FP16] an optional value
+    "hf": ("hf_trainer_like.py", "eval_loss", "minimize", {"learning_rate", "per_device_train_batch_size", "warmup_ratio"}, "# fp16:"),
 }
 
 

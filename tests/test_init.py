@@ -16,8 +16,9 @@ from hpsearch.cli import main
 from hpsearch.spec.loader import load_spec
 from hpsearch.tools.describe import validate_spec
 from hpsearch.tools.helptext import parse_help
+from hpsearch.tools.init_probe import probe
 from hpsearch.tools.init_spec import init
-from hpsearch.tools.init_write import propose
+from hpsearch.tools.init_write import flag_rows, metric_rows, propose
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
@@ -80,6 +81,9 @@ def test_click_and_typer_help_give_types_and_negatable_pairs() -> None:
         ("momentum", 0.9, {"float": [0.8, 0.99]}),
         ("warmup_steps", 500, {"int": [0, 1000]}),
         ("warmup_ratio", 0.05, {"float": [0.0, 0.2]}),
+        ("warmup_ratio", None, {"float": [0.0, 0.2]}),  # HF's, whose --help shows no default: a fraction, not steps
+        ("warmup_epochs", None, {"int": [0, 3]}),
+        ("warmup_steps", None, {"int": [0, 1000]}),
         ("test_batch_size", 1000, None),
         ("epochs", 10, None),
     ],
@@ -87,6 +91,47 @@ def test_click_and_typer_help_give_types_and_negatable_pairs() -> None:
 def test_ranges_are_proposed_for_names_hpsearch_recognises(key: str, default: object, entry: dict | None) -> None:
     made = propose(key, default)
     assert (made[0] if made else None) == entry
+
+
+HF_HELP = """usage: run_glue.py [-h] [--learning_rate LEARNING_RATE] [--fp16 [FP16]] [--use_amp USE_AMP] [--do_train]
+
+options:
+  -h, --help            show this help message and exit
+  --learning_rate LEARNING_RATE
+                        The initial learning rate for AdamW. (default: 5e-05)
+  --fp16 [FP16]         Whether to use fp16 (mixed) precision (default: False)
+  --use_amp USE_AMP     Mixed precision, parsed by a str2bool (default: True)
+  --do_train            Whether to run training. (default: False)
+"""
+
+
+def test_a_flag_that_takes_true_or_false_gets_python_booleans() -> None:
+    """HfArgumentParser's ``--fp16 [FP16]`` (nargs='?', a str2bool) and a ``--use_amp USE_AMP`` str2bool take a value:
+    ``--use_amp`` alone fails ("expected one argument"), so they are passed as Python prints their default."""
+    found = options(HF_HELP)
+    assert found["fp16"] == ("--fp16", True, False, False, "bool") and found["use_amp"] == ("--use_amp", True, False, True, "bool")
+    assert found["do_train"] == ("--do_train", False, False, False, "bool")
+    assert parse_help(HF_HELP).options[1].help == "Whether to use fp16 (mixed) precision (default: False)"  # not "[FP16] ..."
+    rows, _ = flag_rows(parse_help(HF_HELP).options)
+    text = "\n".join(code for code, _ in rows)
+    assert "booleans: store_true" in text and "fp16: {booleans: python}" in text and "use_amp: {booleans: python}" in text
+
+
+def test_the_probe_reads_both_streams_and_every_metric_of_a_step(tmp_path: Path) -> None:
+    """HF's Trainer with logging and evaluation per epoch prints its train dict, then its eval dict, at the same
+    epoch, with tqdm's bar on stderr (no newline before the dict): the probe sees the eval metrics, picks the
+    held-out loss, and knows the steps are epochs (no pruner warm-up in other units)."""
+    (tmp_path / "trainer.py").write_text(
+        "import sys\n"
+        "for epoch in (1, 2, 3):\n"
+        "    sys.stderr.write('\\r100%|####| 4/4 [00:00<00:00, 50.0it/s]'); sys.stderr.flush()\n"
+        "    print({'loss': 0.5 / epoch, 'learning_rate': 5e-05, 'epoch': float(epoch)}, flush=True)\n"
+        "    print({'eval_loss': 0.6 / epoch, 'eval_accuracy': 0.8, 'eval_runtime': 0.01, 'epoch': float(epoch)}, flush=True)\n"
+    )
+    probed = probe(["python", "trainer.py"], tmp_path, 20)
+    assert {"loss", "eval_loss", "eval_accuracy"} <= set(probed.names()) and probed.unit == "the 'epoch' key"
+    metric, rows = metric_rows(probed)
+    assert metric == "eval_loss" and not any(code.startswith("pruner:") for code, _ in rows)
 
 
 def test_a_hydra_app_gets_overrides_with_its_keys_renamed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -105,11 +105,11 @@ def _option(text: str) -> Option | None:
 
 
 def _is_metavar(token: str, before: str) -> bool:
-    """argparse's ``EPOCHS`` or ``{sgd,adam}`` one space after its flag; click's and typer's type names
-    (``FLOAT``, ``[sgd|adam]``) in any column."""
+    """argparse's ``EPOCHS``, ``[FP16]`` (an optional value, nargs='?') or ``{sgd,adam}`` one space after
+    its flag; click's and typer's type names (``FLOAT``, ``[sgd|adam]``) in any column."""
     if token.strip("[]<>").upper() in TYPES or re.fullmatch(r"\{[^}]*\}|\[[^\]]*\|[^\]]*\]", token):
         return True
-    return before == " " and re.fullmatch(r"[A-Z][A-Z0-9_\-]*", token) is not None
+    return before == " " and re.fullmatch(r"[A-Z][A-Z0-9_\-]*|\[[A-Z][A-Z0-9_\-]*\]", token) is not None
 
 
 def _read_type(option: Option, metavar: str | None) -> None:

@@ -12,6 +12,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 LOWER = re.compile(r"loss|err|ppl|perplexity|mae|mse|rmse|wer|cer|nll|bpc|bpb|time|fid")
 HIGHER = re.compile(r"acc|f1|auc|precision|recall|map|iou|dice|bleu|rouge|score|top|r2|psnr|ssim")
@@ -25,9 +26,10 @@ class Probe:
     final: dict[str, float] = field(default_factory=dict)
     unit: str | None = None  # 'epoch N', 'step N'...
     exit: str | None = None  # how it ended before the time was up, if it did
+    seen: set[str] = field(default_factory=set)  # every metric read: HF's eval dict follows its train dict at one epoch
 
     def names(self) -> list[str]:
-        return sorted({k for _, m in self.reports for k in m} | set(self.final))
+        return sorted({k for _, m in self.reports for k in m} | set(self.final) | self.seen)
 
 
 def runnable(argv: list[str], env: dict[str, str] | None = None) -> list[str]:
@@ -58,13 +60,19 @@ def probe(argv: list[str], cwd: Path, seconds: float) -> Probe:
         env.update(HPSEARCH_FINAL="0", HPSEARCH_CONFIG="{}", HPSEARCH_CHECKPOINT=f"{folder}/checkpoint.pt")  # a throw-away trial's
         reader = MetricReader(Command(argv, str(cwd)), Path(folder) / "script_tb", Sink())
         proc = subprocess.Popen(
-            runnable(argv, env), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+            runnable(argv, env), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
-        lines: list[str] = []
-        thread = threading.Thread(target=lambda: lines.extend(proc.stdout or []), daemon=True)
-        thread.start()
-        thread.join(seconds)
-        if thread.is_alive():  # still running at the deadline: enough seen
+        lines: list[str] = []  # both streams, each line whole, as a trial reads them (a bar on stderr ends without a newline)
+
+        def read(stream: IO[str] | None) -> None:
+            for line in stream or []:
+                lines.append(line)
+
+        readers = [threading.Thread(target=read, args=(stream,), daemon=True) for stream in (proc.stdout, proc.stderr)]
+        for reader_thread in readers:
+            reader_thread.start()
+        readers[0].join(seconds)
+        if readers[0].is_alive():  # still running at the deadline: enough seen
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -73,11 +81,12 @@ def probe(argv: list[str], cwd: Path, seconds: float) -> Probe:
             last = next((line.strip() for line in reversed(lines) if line.strip()), "")
             result.exit = f"exited with status {proc.returncode}" + (f": {last}" if last else "")
         proc.wait()
-        thread.join(5)
+        for reader_thread in readers:
+            reader_thread.join(5)
         for line in list(lines):
             reader.line(line.rstrip("\n"))
         reader.steps.end()
-    result.final, result.unit = dict(reader.final_line or {}), reader.steps.unit
+    result.final, result.unit, result.seen = dict(reader.final_line or {}), reader.steps.unit, set(reader.found())
     return result
 
 

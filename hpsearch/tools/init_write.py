@@ -63,8 +63,10 @@ def propose(key: str, default: Any) -> tuple[dict[str, Any], str] | None:
     if leaf == "momentum":
         return {"float": [0.8, 0.99]}, ""
     if leaf.startswith("warmup"):
-        if isinstance(default, float) and 0 <= default <= 1:
-            return {"float": [0.0, max(0.2, round(2 * default, 3))]}, "a fraction of training"
+        if (isinstance(default, float) and 0 <= default <= 1) or (default is None and re.search(r"ratio|frac|pct|proportion", leaf)):
+            return {"float": [0.0, max(0.2, round(2 * (default or 0.0), 3))]}, "a fraction of training"
+        if default is None and "epoch" in leaf:
+            return {"int": [0, 3]}, "epochs (whole: the script's type is not shown)"
         top = int(2 * number) if number and number >= 1 else 1000
         return {"int": [0, top]}, f"up to twice the default {number:g}" if number else "steps"
     return None
@@ -85,6 +87,9 @@ def flag_rows(options: list[Option]) -> tuple[list[Row], str]:
     keys: dict[str, dict[str, str]] = {o.key: {"name": o.flag[2:]} for o in (underscored if names == "dashes" else dashed)}
     for o in stores if booleans == "negatable" else pairs:
         keys.setdefault(o.key, {})["booleans"] = "negatable" if o.negatable else "store_true"
+    for o in options:
+        if o.takes_value and o.type == "bool":  # --fp16 True: the help prints its default as Python does
+            keys.setdefault(o.key, {})["booleans"] = "python"
     spelled = "--batch-size for the key batch_size" if names == "dashes" else "the key as written: --batch_size"
     rows: list[Row] = [
         ("  flags:", "how a trial's config becomes arguments (docs/your-code.md, Flags)"),

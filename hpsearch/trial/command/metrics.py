@@ -18,7 +18,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hpsearch.trial.command.lines import STEP, Line, from_mapping, json_object, read_auto, read_dict, read_pieces, read_regexes, visible
+from hpsearch.trial.command.lines import (
+    STEP,
+    STEP_KEYS,
+    Line,
+    from_mapping,
+    json_object,
+    read_auto,
+    read_dict,
+    read_pieces,
+    read_regexes,
+    visible,
+)
 from hpsearch.trial.command.logs import LogFolder
 from hpsearch.trial.command.options import KV_PATTERN, Command
 from hpsearch.trial.reporter import ScriptReporter
@@ -159,4 +170,7 @@ def _json_only(text: str) -> Line | None:
 
 def _unit(text: str) -> str:
     m = STEP.search(text)
-    return f"'{m['word'].lower()} N'" if m else "a step key"
+    if m:
+        return f"'{m['word'].lower()} N'"
+    key = next((k for k in STEP_KEYS if re.search(rf"[\"']{k}[\"']\s*:", text)), None)  # a dict's or JSON line's
+    return f"the '{key}' key" if key else "a step key"
