@@ -135,12 +135,12 @@ def test_bad_command_mapping_is_one_line_per_key(tmp_path: Path) -> None:
     text = str(err.value)
     assert f"{spec}: objective.command: must be a string or a list of strings" in text
     assert (
-        f"{spec}: objective.metrics: must be one of auto, json, kv, tensorboard, csv, or {{metric: regex}}, got 'csvv'; did you mean 'csv'?"
+        f"{spec}: objective.metrics: must be one of auto, json, kv, tensorboard, csv, jsonl, or {{metric: regex}}, got 'csvv'; did you mean 'csv'?"
         in text
     )
     assert f"{spec}: objective.speed: unknown key" in text
     assert f"{spec}: objective.workdir: must be spec (the spec's folder) or trial (a folder per trial), got 'tmp'" in text
-    assert f"{spec}: objective.flags.booleans: store_true passes no value; a Hydra override needs one (json, python, int)" in text
+    assert f"{spec}: objective.flags.booleans: store_true passes no value; form hydra needs one (json, python, int)" in text
     assert f"{spec}: objective.flags.keys.seed.new: must be true or false, got 1" in text
     assert f"{spec}: objective.flags.name: unknown key; did you mean 'names'?" in text
     result = cli("validate", str(spec))

@@ -15,7 +15,7 @@ from hpsearch.spec.loader import SpecError, load_spec
 from hpsearch.trial.command import from_entry, parse_mapping
 from hpsearch.trial.command.argv import flags
 from hpsearch.trial.command.lines import read_auto
-from hpsearch.trial.command.logs import LogFolder, csv_rows
+from hpsearch.trial.command.logs import LogFolder, csv_rows, jsonl_rows
 from hpsearch.trial.command.metrics import MetricReader
 from hpsearch.trial.command.options import to_entry
 from hpsearch.trial.objective import load_objective
@@ -56,8 +56,12 @@ def command(mapping: dict, base: Path = SCRIPTS):
             {"form": "hydra", "keys": {"lr": {"name": "optimizer.lr"}, "tied": {"new": True}}},
             ["batch_size=32", "optimizer.lr=0.1", "+tied=true", "amp=false", "sizes=[1,2]"],
         ),
+        (
+            {"form": "pairs", "booleans": "python", "keys": {"lr": {"name": "SOLVER.BASE_LR"}}},
+            ["batch_size", "32", "SOLVER.BASE_LR", "0.1", "tied", "True", "amp", "False", "sizes", "[1, 2]"],
+        ),
     ],
-    ids=["default", "argparse-store_true", "negatable", "python", "int", "per-key", "hydra"],
+    ids=["default", "argparse-store_true", "negatable", "python", "int", "per-key", "hydra", "yacs-pairs"],
 )
 def test_a_flag_style_gives_the_argv_its_parser_takes(style: dict, argv: list[str]) -> None:
     assert flags(CONFIG, command({"flags": style}).flags) == argv
@@ -67,6 +71,12 @@ def test_hydra_nested_fixed_values_are_dotted_keys_and_strings_quoted() -> None:
     config = {"trainer": {"max_epochs": 3, "devices": [0, 1]}, "name": "run a", "path": "data/x.csv", "seed": 1}
     style = command({"flags": {"form": "hydra", "keys": {"seed": {"new": True}}}}).flags
     assert flags(config, style) == ["trainer.max_epochs=3", "trainer.devices=[0,1]", "name='run a'", "path=data/x.csv", "+seed=1"]
+
+
+def test_yacs_pairs_take_nested_fixed_values_as_dotted_paths() -> None:
+    config = {"SOLVER": {"MAX_ITER": 300, "AMP": {"ENABLED": True}}, "lr": 0.02}
+    style = command({"flags": {"form": "pairs", "booleans": "python", "keys": {"lr": {"name": "SOLVER.BASE_LR"}}}}).flags
+    assert flags(config, style) == ["SOLVER.MAX_ITER", "300", "SOLVER.AMP.ENABLED", "True", "SOLVER.BASE_LR", "0.02"]
 
 
 def test_an_existing_spec_keeps_its_entry_and_argv() -> None:
@@ -86,12 +96,12 @@ def test_bad_styles_are_one_line_per_key(tmp_path: Path) -> None:
         load_spec(spec)
     lines = str(err.value).splitlines()
     assert f"{spec}: objective.metrics.val_loss: must be a regex with a group around the number, e.g. 'val loss ([\\d.]+)'" in lines
-    assert f"{spec}: objective.flags.form: must be one of equals, space, hydra, got 'dashes'" in lines
+    assert f"{spec}: objective.flags.form: must be one of equals, space, hydra, pairs, got 'dashes'" in lines
     assert f"{spec}: objective.flags.booleans: must be one of json, python, int, store_true, negatable, got a YAML boolean" in lines
     assert f"{spec}: objective.flags.keys.lr: must be a mapping such as {{name: optimizer.lr, booleans: store_true, new: true}}" in lines
     assert f"{spec}: objective.flags.keys.seed.name: must be the script's name for the key, without spaces, got 'a b'" in lines
     assert f"{spec}: objective.flags.keys.seed.new: +name=value is Hydra's; it needs objective.flags.form: hydra" in lines
-    assert f"{spec}: objective.logs: is where metrics: tensorboard or csv reads; metrics is regex" in lines
+    assert f"{spec}: objective.logs: is where metrics: tensorboard, csv or jsonl reads; metrics is regex" in lines
 
 
 # ---------------------------------------------------------------------------- lines
@@ -278,6 +288,25 @@ def test_the_newest_run_written_since_the_start_is_read(tmp_path: Path) -> None:
     assert logs.read(done=True) == []  # nothing new
 
 
+def test_json_lines_use_their_step_key_and_grow() -> None:
+    """detectron2's metrics.json: one object per line, `iteration` its step, `bbox/AP` at eval periods."""
+    text = '{"iteration": 19, "total_loss": 0.9, "lr": 0.02}\n{"bbox/AP": 31.5, "iteration": 99}\nnot json\n{"epoch": 0.5, "loss": 1}\n'
+    assert jsonl_rows(text) == [(19, {"total_loss": 0.9, "lr": 0.02}), (99, {"bbox_AP": 31.5})]
+
+
+def test_a_json_lines_file_is_read_line_by_line_as_it_grows(tmp_path: Path) -> None:
+    log = tmp_path / "output" / "metrics.json"
+    log.parent.mkdir()
+    log.write_text('{"iteration": 0, "old": 1}\n')  # an earlier attempt's line: appended to, never read again
+    logs = LogFolder(tmp_path / "output" / "metrics.json", "jsonl")
+    with log.open("a") as out:
+        out.write('{"iteration": 19, "total_loss": 0.9}\n{"bbox/AP": 31')  # the second line is half written
+    assert logs.read(done=False) == [(19, {"total_loss": 0.9})]
+    with log.open("a") as out:
+        out.write('.5, "iteration": 99}\n')
+    assert logs.read(done=False) == [(99, {"bbox_AP": 31.5})]
+
+
 def test_csv_logs_use_their_step_column() -> None:
     text = "epoch,step,train_loss,val_loss\n0,9,1.3,\n0,19,,1.1\n1,29,0.8,\n1,39,,0.6\n"
     assert csv_rows(text) == [(0, {"train_loss": 1.3}), (0, {"val_loss": 1.1}), (1, {"train_loss": 0.8}), (1, {"val_loss": 0.6})]
@@ -325,8 +354,22 @@ def run_script(tmp_path: Path, script: str, config: dict, metric: str, **mapping
             "booleans: store_true",
         ),
         ("hydra_like.py", {"optimizer.lr": 0.1}, {}, "unrecognized arguments: --optimizer.lr=0.1", "objective.flags.form: hydra"),
+        (
+            "detectron2_like.py",
+            {"amp": True},
+            {"flags": {"form": "pairs", "keys": {"amp": {"name": "SOLVER.AMP.ENABLED"}}}},
+            "Type mismatch (<class 'bool'> vs. <class 'str'>) with values (False vs. true) for config key: SOLVER.AMP.ENABLED",
+            "objective.flags.keys.amp.booleans: python",
+        ),
+        (
+            "detectron2_like.py",
+            {"lr": 0.1},
+            {"flags": {"form": "pairs", "booleans": "python"}},
+            "Non-existent config key: lr",
+            "objective.flags.keys.lr.name",
+        ),
     ],
-    ids=["store_true", "python-literals", "hydra-new-key", "dashes", "no-negation", "hydra-form"],
+    ids=["store_true", "python-literals", "hydra-new-key", "dashes", "no-negation", "hydra-form", "yacs-booleans", "yacs-path"],
 )
 def test_a_wrong_style_fails_with_the_script_s_line_and_the_option_that_fixes_it(
     tmp_path: Path, script: str, config: dict, mapping: dict, said: str, fix: str

@@ -145,6 +145,21 @@ FAMILIES = {
         lambda m, lr, step: m.acc1(lr, 1e-4, True, False, step),
         1,
     ),
+    "detectron2": Family(  # yacs pairs, JSON lines in OUTPUT_DIR/metrics.json, steps in iterations counted from 0
+        "detectron2_like",
+        "flags: {form: pairs, booleans: python, keys: {lr: {name: SOLVER.BASE_LR}}}\n  metrics: jsonl\n"
+        "  logs: output/metrics.json\n  workdir: trial",
+        "bbox_AP",
+        "maximize",
+        "{SOLVER: {MAX_ITER: 300, AMP: {ENABLED: true}}, TEST: {EVAL_PERIOD: 100}}",
+        "lr",
+        0.02,
+        0.0002,
+        99,
+        [99, 199, 299],
+        lambda m, lr, step: m.bbox_ap(lr, step),
+        199,
+    ),
     "lightning-csv": Family(
         "lightning_like",
         "metrics: csv\n  logs: lightning_logs/version_*/\n  workdir: trial",
@@ -215,7 +230,7 @@ def test_a_script_family_is_searched_pruned_exported_and_trained(tmp_path: Path,
 def test_the_families_cover_the_issue_s_styles() -> None:
     """argparse (store_true, dashes), nanoGPT's configurator, Hydra overrides, dict reprs, Keras,
     word_language_model and mnist: each has its study above."""
-    assert {"argparse-mnist", "nanogpt", "hydra", "hf-dicts", "keras", "word-lm"} <= set(FAMILIES)
+    assert {"argparse-mnist", "nanogpt", "hydra", "hf-dicts", "keras", "word-lm", "detectron2"} <= set(FAMILIES)
     assert all((SCRIPTS / f"{f.script}.py").is_file() for f in FAMILIES.values())
 
 

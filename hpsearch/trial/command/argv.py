@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hpsearch.trial.command.style import FlagStyle
+from hpsearch.trial.command.style import DOTTED, FlagStyle
 
 DEFAULT = FlagStyle()
 BOOL_TEXT = {"json": ("false", "true"), "python": ("False", "True"), "int": ("0", "1")}
@@ -23,7 +23,7 @@ HYDRA_PLAIN = re.compile(r"[\w\-+./@%?*]+")  # a Hydra value that needs no quote
 
 def flags(config: dict[str, Any], style: FlagStyle = DEFAULT) -> list[str]:
     """The arguments for ``config``: one flag (or override) per key, in the config's order."""
-    items = _flattened(config) if style.form == "hydra" else [(k, v) for k, v in config.items()]
+    items = _flattened(config) if style.form in DOTTED else [(k, v) for k, v in config.items()]
     out: list[str] = []
     for key, value in items:
         if key.startswith("_") or value is None:
@@ -33,7 +33,7 @@ def flags(config: dict[str, Any], style: FlagStyle = DEFAULT) -> list[str]:
             out += [name] if value else []
         elif isinstance(value, bool) and booleans == "negatable":
             out.append(name if value else _negated(name))
-        elif style.form == "space":
+        elif style.form in ("space", "pairs"):
             out += [name, _text(value, booleans)]
         elif style.form == "hydra":
             out.append(f"{name}={_hydra(value, booleans)}")

@@ -16,6 +16,7 @@ from hpsearch.trial.command.style import FlagStyle
 ARGUMENT = re.compile(r"argument (\S+?):")
 UNRECOGNIZED = re.compile(r"unrecognized arguments?: (.*)$")
 HYDRA_MISSING = re.compile(r"Could not override '([^']+)'")
+YACS_MISSING = re.compile(r"Non-existent config key: ([\w.]+)")
 HYDRA_EXISTS = re.compile(r"(?:already at '([^']+)'|Could not append to config\. An item is already at '([^']+)')")
 
 
@@ -87,6 +88,10 @@ def _hydra(last: str, config: dict[str, Any], style: FlagStyle, names: dict[str,
         name = missing.group(1)
         key = names.get(name, name)
         return f"{name} is not in the script's config: set {_key_option(key, 'new')}: true to pass +{name}=..."
+    absent = YACS_MISSING.search(last)
+    if absent is not None:
+        name = absent.group(1)
+        return f"{name} is not in the script's config: set {_key_option(names.get(name, name), 'name')} to its path there"
     exists = HYDRA_EXISTS.search(last)
     if exists is not None:
         name = exists.group(1) or exists.group(2)
@@ -104,10 +109,10 @@ def _boolean_text(last: str, config: dict[str, Any], style: FlagStyle, names: di
         if kind not in BOOL_TEXT:
             continue
         texts = BOOL_TEXT[kind]
-        if not any(f"'{t}'" in last or f'"{t}"' in last for t in texts):
+        if not any(f"'{t}'" in last or f'"{t}"' in last or f"vs. {t})" in last for t in texts):  # yacs: (False vs. true)
             continue
         others = [k for k in ("python", "json", "int") if k != kind]
-        where = key if key in last or key.replace("_", "-") in last else None
+        where = key if any(n in last for n in (key, key.replace("_", "-"), style.key(key)[0])) else None
         option = _key_option(where, "booleans") if where else "objective.flags.booleans"
         texts_of = {"python": "True/False", "json": "true/false", "int": "1/0"}
         choices = " or ".join(f"{k} ({texts_of[k]})" for k in others)

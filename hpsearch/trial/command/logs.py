@@ -1,4 +1,5 @@
-"""The metrics a script writes to files: TensorBoard event files and CSV logs, read as they grow.
+"""The metrics a script writes to files: TensorBoard event files, CSV logs and JSON lines (detectron2's
+``metrics.json``, MMEngine's ``scalars.json``), read as they grow.
 
 ``logs`` is a path or glob relative to the trial's working folder (``lightning_logs/version_*/``).
 Of the runs it matches (folders or files), the one read is the newest that was written since the
@@ -11,6 +12,7 @@ from __future__ import annotations
 import csv
 import glob
 import io
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -19,11 +21,12 @@ from hpsearch.trial.command.lines import STEP_KEYS
 
 Rows = list[tuple[int, dict[str, float]]]  # (step, its metrics) in the order written
 EVENTS = "events.out.tfevents.*"
+GLOBS = {"tensorboard": (EVENTS,), "csv": ("*.csv",), "jsonl": ("*.json", "*.jsonl")}  # the data files in a run's folder
 
 
 class LogFolder:
     def __init__(self, pattern: Path, kind: str):
-        self.pattern, self.kind = pattern, kind  # kind: tensorboard | csv
+        self.pattern, self.kind = pattern, kind  # kind: tensorboard | csv | jsonl
         self.before = {p: _stamp(p) for p in self._files()}  # what an earlier attempt left
         self.order: dict[Path, int] = {}  # run -> when it was first seen written (our poll count)
         self.offsets: dict[Path, int] = {p: stamp[0] for p, stamp in self.before.items() if stamp}  # TensorBoard: bytes read
@@ -35,7 +38,7 @@ class LogFolder:
     def _data(self, run: Path) -> list[Path]:
         if run.is_file():
             return [run]
-        return sorted(run.rglob(EVENTS if self.kind == "tensorboard" else "*.csv")) if run.is_dir() else []
+        return sorted(p for glob_ in GLOBS[self.kind] for p in run.rglob(glob_)) if run.is_dir() else []
 
     def _files(self) -> list[Path]:
         return [f for run in self._runs() for f in self._data(run)]
@@ -54,7 +57,7 @@ class LogFolder:
         """New rows since the last call. CSV files are read whole whenever they change (loggers rewrite them)."""
         rows: Rows = []
         for path in self.current():
-            rows += self._events(path) if self.kind == "tensorboard" else self._csv(path, done)
+            rows += self._events(path) if self.kind == "tensorboard" else self._csv(path, done) if self.kind == "csv" else self._jsonl(path)
         return rows
 
     def _events(self, path: Path) -> Rows:
@@ -91,6 +94,40 @@ class LogFolder:
         if not done and not text.endswith("\n"):
             text = text[: text.rfind("\n") + 1]  # the last row is still being written
         return csv_rows(text)
+
+    def _jsonl(self, path: Path) -> Rows:
+        """JSON objects one per line, appended: the complete lines since the last read, each with its step key."""
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(self.offsets.get(path, 0))
+                data = handle.read()
+        except OSError:
+            return []
+        whole = data[: data.rfind(b"\n") + 1]  # the last line may still be being written
+        self.offsets[path] = self.offsets.get(path, 0) + len(whole)
+        return jsonl_rows(whole.decode("utf-8", errors="replace"))
+
+
+def jsonl_rows(text: str) -> Rows:
+    """Rows of JSON lines: each object's step from its first step key (``iteration`` in detectron2's
+    ``metrics.json``), every other number a metric (``bbox/AP`` -> ``bbox_AP``); other lines skipped."""
+    out: Rows = []
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        key = next((k for k in STEP_KEYS if isinstance(row, dict) and _number(row.get(k))), None)
+        if key is None or not float(row[key]).is_integer():
+            continue
+        metrics = {k.replace("/", "_"): float(v) for k, v in row.items() if k not in STEP_KEYS and _number(v)}
+        if metrics:
+            out.append((int(row[key]), metrics))
+    return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def csv_rows(text: str) -> Rows:

@@ -31,7 +31,7 @@ from hpsearch.trial.command.lines import (
     visible,
 )
 from hpsearch.trial.command.logs import LogFolder
-from hpsearch.trial.command.options import KV_PATTERN, Command
+from hpsearch.trial.command.options import KV_PATTERN, LOG_FORMATS, Command
 from hpsearch.trial.reporter import ScriptReporter
 
 
@@ -99,7 +99,7 @@ class MetricReader:
         self.regexes = {k: re.compile(v) for k, v in command.regexes.items()}
         self.final_line: dict[str, float] | None = None
         self.logs: LogFolder | None = None
-        if command.metrics in ("tensorboard", "csv"):
+        if command.metrics in LOG_FORMATS:
             where = Path(command.logs) if command.logs else tb_dir
             self.logs = LogFolder(where if where.is_absolute() else (workdir or Path(command.cwd)) / where, command.metrics)
 
@@ -117,7 +117,7 @@ class MetricReader:
 
     def _parse(self, text: str) -> Line | None:
         fmt = self.command.metrics
-        if fmt in ("tensorboard", "csv"):
+        if fmt in LOG_FORMATS:
             return None
         if fmt == "regex":
             return read_regexes(text, self.regexes)

@@ -22,7 +22,8 @@ PREFIX = "command:"  # an objective entry that starts so is a command (what the 
 
 FINAL_KEY = "_final"  # True in the config under `hpsearch train` (the final run), absent in search trials
 
-FORMATS = ("auto", "json", "kv", "tensorboard", "csv")
+FORMATS = ("auto", "json", "kv", "tensorboard", "csv", "jsonl")
+LOG_FORMATS = ("tensorboard", "csv", "jsonl")  # read from files the script writes (logs.py)
 WORKDIRS = ("spec", "trial")
 
 KV_PATTERN = r"(?P<name>[A-Za-z_][\w/.\-]*)\s*[=:]\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf)\b"
@@ -36,12 +37,12 @@ WORK = "work"  # `workdir: trial`: the script runs in <trial folder>/work
 class Command:
     argv: list[str]
     cwd: str  # absolute: the spec's folder; relative paths in argv are relative to it
-    metrics: str = "auto"  # auto | json | kv | tensorboard | csv | regex (a regex per metric: ``regexes``)
+    metrics: str = "auto"  # auto | json | kv | tensorboard | csv | jsonl | regex (a regex per metric: ``regexes``)
     pattern: str = KV_PATTERN  # regex with groups name and value, for kv (and auto, when set)
     grace_s: float = 10.0  # seconds between SIGTERM and SIGKILL when a trial is pruned
     env: dict[str, str] = field(default_factory=dict)
     flags: FlagStyle = field(default_factory=FlagStyle)
-    logs: str | None = None  # tensorboard/csv: a path or glob relative to the working folder
+    logs: str | None = None  # tensorboard/csv/jsonl: a path or glob relative to the working folder
     workdir: str = "spec"  # spec: the spec's folder | trial: <trial folder>/work, one per trial
     regexes: dict[str, str] = field(default_factory=dict)
 
@@ -100,10 +101,10 @@ def _checks(value: dict[str, Any], fmt: str, problems: list[str]) -> None:
     logs = value.get("logs")
     if logs is not None and (not isinstance(logs, str) or not logs.strip()):
         problems.append(f"objective.logs: must be a path or glob, e.g. 'lightning_logs/version_*/', got {logs!r}")
-    elif logs is not None and fmt not in ("tensorboard", "csv"):
-        problems.append(f"objective.logs: is where metrics: tensorboard or csv reads; metrics is {fmt}")
-    elif logs is None and fmt == "csv":
-        problems.append("objective.logs: required with metrics: csv: the CSV file or its folder, e.g. 'lightning_logs/version_*/'")
+    elif logs is not None and fmt not in LOG_FORMATS:
+        problems.append(f"objective.logs: is where metrics: tensorboard, csv or jsonl reads; metrics is {fmt}")
+    elif logs is None and fmt in ("csv", "jsonl"):
+        problems.append(f"objective.logs: required with metrics: {fmt}: the file or its folder, e.g. 'output/metrics.json'")
     workdir = value.get("workdir", "spec")
     if workdir not in WORKDIRS:
         problems.append(f"objective.workdir: must be spec (the spec's folder) or trial (a folder per trial), got {workdir!r}")

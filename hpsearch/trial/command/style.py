@@ -4,6 +4,7 @@ Three settings and per-key exceptions::
 
     flags:
       form: equals        # --name=value (default) | space: --name value | hydra: name=value, +name=value
+                          # | pairs: NAME VALUE (yacs: detectron2's SOLVER.BASE_LR 0.01)
       names: keep         # the config key as written (default) | dashes: batch_size -> --batch-size
       booleans: json      # json: --x=true/false (default) | python: True/False | int: 1/0
                           # | store_true: --x or nothing | negatable: --x / --no-x
@@ -20,7 +21,8 @@ from typing import Any
 
 from hpsearch.base.text import closest, did_you_mean
 
-FORMS = ("equals", "space", "hydra")
+FORMS = ("equals", "space", "hydra", "pairs")
+DOTTED = ("hydra", "pairs")  # forms whose names are config paths: nested fixed values become dotted keys
 NAMES = ("keep", "dashes")
 BOOLEANS = ("json", "python", "int", "store_true", "negatable")
 VALUED = ("json", "python", "int")  # booleans that pass a value, the only kind a Hydra override has
@@ -51,7 +53,7 @@ class FlagStyle:
         if own.name is not None and own.name[:1] in ("-", "+"):
             return own.name, booleans, own.new
         name = own.name if own.name is not None else (key.replace("_", "-") if self.names == "dashes" else key)
-        if self.form == "hydra":
+        if self.form in DOTTED:
             return ("+" if own.new else "") + name, booleans, own.new
         return "--" + name, booleans, own.new
 
@@ -93,8 +95,8 @@ def _key_style(key: str, value: Any, form: str, problems: list[str]) -> KeyStyle
     booleans = value.get("booleans")
     if booleans is not None:
         booleans = _choice(booleans, BOOLEANS, f"{where}.booleans", problems)
-        if booleans is not None and form == "hydra" and booleans not in VALUED:
-            problems.append(f"{where}.booleans: {booleans} passes no value; a Hydra override needs one ({', '.join(VALUED)})")
+        if booleans is not None and form in DOTTED and booleans not in VALUED:
+            problems.append(f"{where}.booleans: {booleans} passes no value; form {form} needs one ({', '.join(VALUED)})")
     new = value.get("new", False)
     if not isinstance(new, bool):
         problems.append(f"{where}.new: must be true or false, got {new!r}")
@@ -114,8 +116,8 @@ def parse_flags(value: Any) -> tuple[FlagStyle, list[str]]:
     form = _choice(value.get("form", "equals"), FORMS, "objective.flags.form", problems) or "equals"
     names = _choice(value.get("names", "keep"), NAMES, "objective.flags.names", problems) or "keep"
     booleans = _choice(value.get("booleans", "json"), BOOLEANS, "objective.flags.booleans", problems) or "json"
-    if form == "hydra" and booleans not in VALUED:
-        problems.append(f"objective.flags.booleans: {booleans} passes no value; a Hydra override needs one ({', '.join(VALUED)})")
+    if form in DOTTED and booleans not in VALUED:
+        problems.append(f"objective.flags.booleans: {booleans} passes no value; form {form} needs one ({', '.join(VALUED)})")
     keys: dict[str, KeyStyle] = {}
     raw_keys = value.get("keys") or {}
     if not isinstance(raw_keys, dict):
