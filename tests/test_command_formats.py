@@ -79,6 +79,38 @@ def test_yacs_pairs_take_nested_fixed_values_as_dotted_paths() -> None:
     assert flags(config, style) == ["SOLVER.MAX_ITER", "300", "SOLVER.AMP.ENABLED", "True", "SOLVER.BASE_LR", "0.02"]
 
 
+def test_a_config_file_takes_the_values_by_their_paths_and_keeps_the_rest() -> None:
+    from hpsearch.trial.command.config_file import merged
+
+    base = {"SOLVER": {"BASE_LR": 0.02, "MAX_ITER": 90000}, "lr0": 0.01, "note": "kept"}
+    style = command({"flags": {"keys": {"lr": {"name": "SOLVER.BASE_LR"}}}}).flags
+    config = {"lr": 0.1, "SOLVER": {"MAX_ITER": 300}, "lr0": 0.02, "new": {"x": 1}, "_min_batch_size": 1, "off": None}
+    assert merged(base, config, style) == {"SOLVER": {"BASE_LR": 0.1, "MAX_ITER": 300}, "lr0": 0.02, "note": "kept", "new": {"x": 1}}
+    assert base["SOLVER"]["BASE_LR"] == 0.02  # the base itself untouched
+
+
+@pytest.mark.parametrize(
+    ("content", "name", "said"),
+    [
+        (None, "hyp.yaml", "objective.config_file: cannot read"),
+        ("- a\n- b\n", "hyp.yaml", "must hold a mapping of settings, it holds a list"),
+        ("a: [1\n", "hyp.yaml", "does not parse"),
+        ("a: 1\n", "hyp.txt", "objective.config_file: must be a YAML or JSON file (.yaml, .yml, .json), got hyp.txt"),
+    ],
+    ids=["missing", "a-list", "broken", "not-yaml"],
+)
+def test_a_config_file_that_cannot_be_one_fails_at_load(tmp_path: Path, content: str | None, name: str, said: str) -> None:
+    if content is not None:
+        (tmp_path / name).write_text(content)
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        f"study: s\nobjective: {{command: python x.py --hyp $HPSEARCH_CONFIG_FILE, config_file: {name}}}\nspace: {{lr: {{float: [0.1, 1]}}}}\n"
+    )
+    with pytest.raises(SpecError) as err:
+        load_spec(spec, check_objective=False)
+    assert f"{spec}: " in str(err.value) and said in str(err.value)
+
+
 def test_an_existing_spec_keeps_its_entry_and_argv() -> None:
     """A spec written before flag styles: the stored entry and the argv are what they were."""
     entry, _ = parse_mapping({"command": "python train.py --log json", "metrics": "auto"}, SCRIPTS)

@@ -278,6 +278,65 @@ def test_a_lightning_shaped_script_with_two_workers_and_a_folder_per_trial(tmp_p
         assert [p.name for p in work.iterdir()] == ["version_0"]
 
 
+YOLOV5 = """\
+study: yolo
+objective:
+  command: python yolov5_like.py --hyp $HPSEARCH_CONFIG_FILE --epochs 4 --batch-size 16
+  config_file: data/hyps/hyp.scratch-low.yaml
+  metrics: csv
+  logs: runs/train/exp*/results.csv
+  workdir: trial
+metric: "metrics_mAP_0.5:0.95"
+direction: maximize
+budget: {trials: 3}
+sampler: {name: random, seed: 1}
+pruner: {name: median, startup_trials: 1, warmup_epochs: 0, trust: null}
+fixed: {momentum: 0.937}
+space:
+  lr0: {float: [1.0e-4, 1.0e-1], log: true}
+warm_start: [{lr0: 0.01}, {lr0: 0.0002}, {lr0: 0.012}]
+"""
+HYP = "lr0: 0.02  # initial learning rate\nlrf: 0.01\nmomentum: 0.9\nweight_decay: 0.0005\nwarmup_epochs: 3.0\nbox: 0.05\ncls: 0.5\nobj: 1.0\n"
+
+
+@pytest.mark.slow
+def test_a_yolov5_shaped_script_takes_its_hyperparameters_from_a_file(tmp_path: Path) -> None:
+    """YOLOv5 reads lr0 and momentum from --hyp hyp.yaml: each trial gets a copy of the base file with its values,
+    at $HPSEARCH_CONFIG_FILE, and no flags; results.csv (padded names, epochs from 0) gives the curve; the bad
+    trial is pruned at epoch 1; the export trains with its own copy."""
+    shutil.copy(SCRIPTS / "yolov5_like.py", tmp_path)
+    (tmp_path / "data" / "hyps").mkdir(parents=True)
+    (tmp_path / "data" / "hyps" / "hyp.scratch-low.yaml").write_text(HYP)
+    (tmp_path / "spec.yaml").write_text(YOLOV5)
+    checked = cli("validate", "spec.yaml", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert "--hyp '$HPSEARCH_CONFIG_FILE' --epochs 4 --batch-size 16\n" in checked.stdout  # no flags appended
+    assert 'with {"momentum": 0.937, "lr0": ' in checked.stdout
+    ran = cli("run", "spec.yaml", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    good, bad, close = study(tmp_path, "yolo").trials
+    module = script("yolov5_like")
+    assert good.intermediate_values == pytest.approx({e: module.map50_95(0.01, 0.937, e) for e in range(4)}, abs=1e-4)
+    assert bad.state == optuna.trial.TrialState.PRUNED and bad.user_attrs["reason"] == "pruned at epoch 1"
+    copy = yaml.safe_load((tmp_path / "runs" / "yolo" / "trial-0" / "hyp.scratch-low.yaml").read_text())
+    assert copy == {
+        "lr0": 0.01,
+        "lrf": 0.01,
+        "momentum": 0.937,
+        "weight_decay": 0.0005,
+        "warmup_epochs": 3.0,
+        "box": 0.05,
+        "cls": 0.5,
+        "obj": 1.0,
+    }
+    assert cli("export", "spec.yaml", "-o", "best.yaml", cwd=tmp_path).returncode == 0
+    trained = cli("train", "best.yaml", "-o", "final", cwd=tmp_path)
+    assert trained.returncode == 0, trained.stdout + trained.stderr
+    best = max((good, close), key=lambda t: t.value)
+    assert json.loads((tmp_path / "final" / "metrics.json").read_text())["metrics_mAP_0.5:0.95"] == pytest.approx(best.value)
+    assert yaml.safe_load((tmp_path / "final" / "hyp.scratch-low.yaml").read_text())["lr0"] == best.params["lr0"]
+
+
 INIT_CASES = {
     "argparse": ("mnist_example.py", "average_loss", "minimize", {"lr", "batch_size"}, "names: dashes"),
     "click": ("click_train.py", "val_loss", "minimize", {"lr", "batch_size"}, "booleans: store_true"),

@@ -165,6 +165,13 @@ def command_lines(spec: Spec, config: dict[str, Any]) -> list[str]:
     else:
         where = f"workdir: every trial runs in {command.cwd} (the spec's folder)"
     lines = [f"argv of sample 1: {shlex.join(argv)}", where]
+    if command.config_file is not None:
+        import json
+
+        from hpsearch.trial.command.config_file import merged
+
+        values = json.dumps(merged({}, config, command.flags))
+        lines.append(f"config file of sample 1: $HPSEARCH_CONFIG_FILE, the trial's copy of {command.config_file} with {values}")
     parallel = (spec.resources.workers or 1) > 1 or spec.backend == "ray"
     if command.logs and command.workdir == "spec" and not Path(command.logs).is_absolute() and parallel:
         lines.append(

@@ -23,7 +23,7 @@ HYDRA_PLAIN = re.compile(r"[\w\-+./@%?*]+")  # a Hydra value that needs no quote
 
 def flags(config: dict[str, Any], style: FlagStyle = DEFAULT) -> list[str]:
     """The arguments for ``config``: one flag (or override) per key, in the config's order."""
-    items = _flattened(config) if style.form in DOTTED else [(k, v) for k, v in config.items()]
+    items = flattened(config) if style.form in DOTTED else [(k, v) for k, v in config.items()]
     out: list[str] = []
     for key, value in items:
         if key.startswith("_") or value is None:
@@ -72,14 +72,14 @@ def _hydra(value: Any, booleans: str) -> str:
     return text
 
 
-def _flattened(config: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+def flattened(config: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
     """Nested mappings (``fixed: {trainer: {max_epochs: 10}}``) as dotted keys: ``trainer.max_epochs``."""
     out: list[tuple[str, Any]] = []
     for key, value in config.items():
         if not prefix and key.startswith("_"):
             continue
         if isinstance(value, dict) and value:
-            out += _flattened(value, f"{prefix}{key}.")
+            out += flattened(value, f"{prefix}{key}.")
         else:
             out.append((prefix + key, value))
     return out

@@ -132,9 +132,11 @@ def _number(value: Any) -> bool:
 
 def csv_rows(text: str) -> Rows:
     """Rows of a CSV log with a header: the step column (``epoch``, ``step``, ``global_step``,
-    ``iteration``, ``iter``: the first the header has), every other numeric cell a metric."""
-    reader = csv.DictReader(io.StringIO(text))
-    fields = reader.fieldnames or []
+    ``iteration``, ``iter``: the first the header has), every other numeric cell a metric. Names
+    and cells may be padded (YOLOv5's ``results.csv``: ``               epoch,      train/box_loss``)."""
+    reader = csv.DictReader(io.StringIO(text), skipinitialspace=True)
+    reader.fieldnames = [name.strip() for name in reader.fieldnames or []]
+    fields = reader.fieldnames
     key = next((k for k in STEP_KEYS if k in fields), None)
     if key is None:
         return []

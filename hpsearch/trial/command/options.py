@@ -28,7 +28,7 @@ WORKDIRS = ("spec", "trial")
 
 KV_PATTERN = r"(?P<name>[A-Za-z_][\w/.\-]*)\s*[=:]\s*(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?nan|[-+]?inf)\b"
 
-KEYS = ("command", "flags", "metrics", "logs", "pattern", "workdir", "grace_s")
+KEYS = ("command", "flags", "metrics", "logs", "pattern", "workdir", "grace_s", "config_file")
 
 WORK = "work"  # `workdir: trial`: the script runs in <trial folder>/work
 
@@ -45,6 +45,7 @@ class Command:
     logs: str | None = None  # tensorboard/csv/jsonl: a path or glob relative to the working folder
     workdir: str = "spec"  # spec: the spec's folder | trial: <trial folder>/work, one per trial
     regexes: dict[str, str] = field(default_factory=dict)
+    config_file: str | None = None  # absolute: the base file a trial's values are written into (config_file.py)
 
     def workdir_for(self, trial_dir: Path) -> Path:
         return trial_dir / WORK if self.workdir == "trial" else Path(self.cwd)
@@ -122,6 +123,7 @@ def parse_mapping(value: Any, base_dir: Path) -> tuple[str | None, list[str]]:
     style, flag_problems = parse_flags(value.get("flags"))
     problems += flag_problems
     _checks(value, fmt, problems)
+    config_file = _config_file(value.get("config_file"), base_dir, problems)
     if problems:
         return None, problems
     command = Command(
@@ -134,15 +136,32 @@ def parse_mapping(value: Any, base_dir: Path) -> tuple[str | None, list[str]]:
         logs=value.get("logs"),
         workdir=str(value.get("workdir", "spec")),
         regexes=regexes,
+        config_file=config_file,
     )
     return to_entry(command), []
+
+
+def _config_file(value: Any, base_dir: Path, problems: list[str]) -> str | None:
+    """``objective.config_file``: the base file (YAML or JSON, relative to the spec's folder) that must parse now."""
+    from hpsearch.trial.command.config_file import read_base
+
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        problems.append(f"objective.config_file: must be the path of a YAML or JSON file, e.g. data/hyp.yaml, got {value!r}")
+        return None
+    path = (base_dir / value).resolve()
+    _, why = read_base(path)
+    if why is not None:
+        problems.append(f"objective.config_file: {why}")
+    return str(path)
 
 
 def to_entry(command: Command) -> str:
     """Only what differs from the defaults: stored per study, shown by validate, exported to train."""
     default = Command([], "")
     short: dict[str, Any] = {"argv": command.argv, "cwd": command.cwd}
-    for name in ("metrics", "pattern", "grace_s", "env", "logs", "workdir", "regexes"):
+    for name in ("metrics", "pattern", "grace_s", "env", "logs", "workdir", "regexes", "config_file"):
         if getattr(command, name) != getattr(default, name):
             short[name] = getattr(command, name)
     if command.flags.to_dict():

@@ -4,6 +4,7 @@ Per trial the adapter:
 - appends the config as arguments in the command's flag style (argv.py; keys starting with ``_`` are
   engine settings) and starts it in the spec's folder, or with ``workdir: trial`` in the trial's own;
 - sets HPSEARCH_TRIAL_DIR, HPSEARCH_CHECKPOINT, HPSEARCH_TB_DIR, HPSEARCH_FINAL and HPSEARCH_CONFIG;
+  with ``config_file``, writes the trial's copy of that file and sets HPSEARCH_CONFIG_FILE (config_file.py);
 - reads metrics live from what the script prints (both streams) or from the log files it writes
   (metrics.py) and hands every step to ``reporter.report`` (pruning, curves, history);
 - ends the process group (SIGTERM, SIGKILL after ``grace_s``) when the reporter stops the trial;
@@ -26,6 +27,7 @@ from typing import Any
 
 from hpsearch.base.text import closest
 from hpsearch.trial.command.argv import command_line
+from hpsearch.trial.command.config_file import write as write_config_file
 from hpsearch.trial.command.hints import style_hint
 from hpsearch.trial.command.metrics import MetricReader
 from hpsearch.trial.command.options import FINAL_KEY, Command
@@ -53,8 +55,9 @@ def make_objective(command: Command) -> Any:
 
 
 def environment(command: Command, config: dict[str, Any], reporter: ScriptReporter) -> dict[str, str]:
-    trial_dir = Path(reporter.trial_dir) if reporter.trial_dir is not None else Path(command.cwd)
-    checkpoint = reporter.checkpoint_path
+    # absolute: the script may run in another folder (workdir: trial) than the one `hpsearch train -o run` was given in
+    trial_dir = (Path(reporter.trial_dir) if reporter.trial_dir is not None else Path(command.cwd)).absolute()
+    checkpoint = Path(reporter.checkpoint_path).absolute() if reporter.checkpoint_path is not None else None
     env = {
         **os.environ,
         **command.env,
@@ -66,6 +69,8 @@ def environment(command: Command, config: dict[str, Any], reporter: ScriptReport
     }
     if checkpoint is not None:
         env["HPSEARCH_CHECKPOINT"] = str(checkpoint)
+    if command.config_file is not None:  # the trial's copy of the base file (config_file.py)
+        env["HPSEARCH_CONFIG_FILE"] = str(trial_dir / Path(command.config_file).name)
     if command.workdir == "trial":  # `python -m package.train` still finds the spec folder's packages
         env["PYTHONPATH"] = os.pathsep.join(p for p in (command.cwd, env.get("PYTHONPATH", "")) if p)
     return env
@@ -82,7 +87,7 @@ def _adopt_dead_checkpoint(reporter: ScriptReporter) -> None:
 def trial_argv(command: Command, config: dict[str, Any], env: dict[str, str]) -> list[str]:
     """The trial's whole command line, as it is started (``hpsearch validate`` prints a sample's)."""
     base = Path(command.cwd) if command.workdir == "trial" else None
-    return command_line(command.argv, config, command.flags, env, base)
+    return command_line(command.argv, {} if command.config_file else config, command.flags, env, base)  # a file: no flags
 
 
 def _die_with_parent() -> None:
@@ -102,6 +107,8 @@ def run_command(command: Command, config: dict[str, Any], reporter: ScriptReport
     workdir = command.workdir_for(trial_dir)
     trial_dir.mkdir(parents=True, exist_ok=True)
     workdir.mkdir(parents=True, exist_ok=True)
+    if command.config_file is not None:
+        write_config_file(command.config_file, config, command.flags, trial_dir)
     _adopt_dead_checkpoint(reporter)
     # Line-buffered: Ray ends a finished or stopped trial by ending its worker, before any close().
     log = (trial_dir / "output.log").open("a", encoding="utf-8", buffering=1)
