@@ -6,6 +6,7 @@ tests/test_command_scripts.py."""
 from __future__ import annotations
 
 import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -409,6 +410,19 @@ def test_a_wrong_style_fails_with_the_script_s_line_and_the_option_that_fixes_it
     outcome = run_script(tmp_path, script, config, "x", **mapping)
     assert outcome.state == FAILED
     assert said in outcome.reason and fix in outcome.reason, outcome.reason
+
+
+def test_a_default_path_the_trial_s_own_folder_lacks_says_how_to_pass_it(tmp_path: Path) -> None:
+    """YOLOv5 opens data/hyps/hyp.scratch-low.yaml by default: with workdir: trial it runs elsewhere."""
+    shutil.copy(SCRIPTS / "yolov5_like.py", tmp_path)
+    (tmp_path / "data" / "hyps").mkdir(parents=True)
+    (tmp_path / "data" / "hyps" / "hyp.scratch-low.yaml").write_text("lr0: 0.01\n")
+    entry, problems = parse_mapping({"command": "python yolov5_like.py --epochs 1", "workdir": "trial"}, tmp_path)
+    assert not problems
+    outcome = run_trial(load_objective(entry or ""), {}, Reporter(trial_dir=tmp_path / "t"), ["x"])
+    assert outcome.state == FAILED
+    assert "No such file or directory: 'data/hyps/hyp.scratch-low.yaml'" in outcome.reason
+    assert "the trial runs in its own (workdir: trial): pass it in the command or fixed:" in outcome.reason
 
 
 def test_a_metric_the_script_never_prints_names_what_it_printed(tmp_path: Path) -> None:

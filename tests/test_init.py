@@ -134,6 +134,35 @@ def test_the_probe_reads_both_streams_and_every_metric_of_a_step(tmp_path: Path)
     assert metric == "eval_loss" and not any(code.startswith("pruner:") for code, _ in rows)
 
 
+def test_the_probe_finds_the_log_a_script_writes_and_the_spec_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """YOLOv5 prints a table no format reads and writes runs/train/exp/results.csv: the spec reads that
+    file (in a folder per trial), and its metric is the mAP, not a training loss."""
+    shutil.copy(SCRIPTS / "yolov5_like.py", tmp_path)
+    (tmp_path / "data" / "hyps").mkdir(parents=True)
+    (tmp_path / "data" / "hyps" / "hyp.scratch-low.yaml").write_text(
+        "lr0: 0.01\nlrf: 0.01\nmomentum: 0.937\nweight_decay: 0.0005\nwarmup_epochs: 3.0\nbox: 0.05\ncls: 0.5\nobj: 1.0\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    said = init(["python", "yolov5_like.py", "--epochs", "3"], tmp_path / "y.yaml", probe_s=30)
+    spec = yaml.safe_load((tmp_path / "y.yaml").read_text())
+    assert spec["objective"]["metrics"] == "csv" and spec["objective"]["logs"] == "runs/train/exp/results.csv"
+    assert spec["objective"]["workdir"] == "trial" and (spec["metric"], spec["direction"]) == ("metrics_mAP_0.5", "maximize")
+    assert "seen in runs/train/exp/results.csv" in (tmp_path / "y.yaml").read_text() and "metric metrics_mAP_0.5" in said
+
+
+def test_a_log_s_run_folders_become_a_glob(tmp_path: Path) -> None:
+    from hpsearch.tools.init_logs import snapshot, written
+
+    before = snapshot(tmp_path)
+    run = tmp_path / "lightning_logs" / "version_0"
+    run.mkdir(parents=True)
+    (run / "metrics.csv").write_text("epoch,step,val_loss\n0,19,0.9\n1,39,0.7\n")
+    (tmp_path / "other.csv").write_text("epoch,x\n0,1\n")  # fewer steps: not the one
+    seen = written(tmp_path, before)
+    assert seen is not None and (seen.kind, seen.glob, seen.unit) == ("csv", "lightning_logs/version_*/metrics.csv", "the 'epoch' column")
+    assert seen.rows == [(0, {"val_loss": 0.9}), (1, {"val_loss": 0.7})]
+
+
 def test_a_hydra_app_gets_overrides_with_its_keys_renamed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     shutil.copy(SCRIPTS / "hydra_like.py", tmp_path)
     monkeypatch.chdir(tmp_path)

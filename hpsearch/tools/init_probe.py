@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from hpsearch.tools.init_logs import SeenLog, snapshot, written
+
 LOWER = re.compile(r"loss|err|ppl|perplexity|mae|mse|rmse|wer|cer|nll|bpc|bpb|time|fid")
 HIGHER = re.compile(r"acc|f1|auc|precision|recall|map|iou|dice|bleu|rouge|score|top|r2|psnr|ssim")
 HELD_OUT = re.compile(r"^(val|valid|validation|eval|dev|test)|_(val|valid|eval|test)_|average")
@@ -27,6 +29,7 @@ class Probe:
     unit: str | None = None  # 'epoch N', 'step N'...
     exit: str | None = None  # how it ended before the time was up, if it did
     seen: set[str] = field(default_factory=set)  # every metric read: HF's eval dict follows its train dict at one epoch
+    log: SeenLog | None = None  # the log file it wrote with the most steps (init_logs.py)
 
     def names(self) -> list[str]:
         return sorted({k for _, m in self.reports for k in m} | set(self.final) | self.seen)
@@ -59,6 +62,7 @@ def probe(argv: list[str], cwd: Path, seconds: float) -> Probe:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "HPSEARCH_TRIAL_DIR": folder, "HPSEARCH_TB_DIR": f"{folder}/script_tb"}
         env.update(HPSEARCH_FINAL="0", HPSEARCH_CONFIG="{}", HPSEARCH_CHECKPOINT=f"{folder}/checkpoint.pt")  # a throw-away trial's
         reader = MetricReader(Command(argv, str(cwd)), Path(folder) / "script_tb", Sink())
+        before = snapshot(cwd)
         proc = subprocess.Popen(
             runnable(argv, env), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
@@ -87,13 +91,16 @@ def probe(argv: list[str], cwd: Path, seconds: float) -> Probe:
             reader.line(line.rstrip("\n"))
         reader.steps.end()
     result.final, result.unit, result.seen = dict(reader.final_line or {}), reader.steps.unit, set(reader.found())
+    result.log = written(cwd, before)
     return result
 
 
 def pick_metric(names: list[str]) -> str | None:
-    """A held-out loss, else a held-out metric, else any loss, else the first name."""
+    """A held-out loss, else a held-out metric, else a quality metric not of training (YOLOv5's
+    ``metrics/mAP_0.5``), else any loss, else the first name."""
     held = [n for n in names if HELD_OUT.search(n.lower())]
-    for group in (held, names):
+    quality = [n for n in names if "train" not in n.lower() and HIGHER.search(n.lower()) and not LOWER.search(n.lower())]
+    for group in (held, quality, names):
         losses = [n for n in group if "loss" in n.lower()]
         if losses:
             return losses[0]

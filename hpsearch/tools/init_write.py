@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from hpsearch.tools.helptext import Help, Option
-from hpsearch.tools.init_probe import Probe, direction, pick_metric
+from hpsearch.tools.init_probe import HELD_OUT, Probe, direction, pick_metric
 
 TRIALS = 20  # the starter budget
 FIXED_NOTE = {
@@ -167,7 +167,8 @@ def metric_rows(probed: Probe | None) -> tuple[str, list[Row]]:
     elif not names:
         note = f"a guess: the {probed.seconds:g} s probe read no metric" + (f"; the script {probed.exit}" if probed.exit else "")
     else:
-        note = f"seen in the probe: {', '.join(names)} (steps from {probed.unit or 'a step key'})"
+        where = f"seen in {probed.log.path}" if probed.log is not None and probed.reports is probed.log.rows else "seen in the probe"
+        note = f"{where}: {', '.join(names)} (steps from {probed.unit or 'a step key'})"
     rows: list[Row] = [
         (f"metric: {yaml_value(metric)}", note),
         (f"direction: {direction(metric)}", "guessed from the name (loss, error, ppl: minimize; acc, f1, auc: maximize)"),
@@ -192,6 +193,23 @@ def spec_text(argv: list[str], found: Help, probed: Probe | None, out: Path) -> 
     else:
         flags, style = flag_rows(options)
         fixed, space = argparse_rows(options)
+    printed = pick_metric(probed.names()) if probed else None
+    log = probed.log if probed and probed.log and not (printed and HELD_OUT.search(printed.lower())) else None
+    if log is not None and probed is not None:  # read from the log the script wrote, not from what it printed
+        probed = Probe(probed.seconds, reports=log.rows, unit=log.unit, log=log)
+        reading: list[Row] = [
+            (f"  metrics: {log.kind}", f"the probe saw it write {log.path}"),
+            (f"  logs: {yaml_value(log.glob)}", "relative to the trial's folder"),
+            (
+                "  workdir: trial",
+                "a folder per trial: parallel trials never share a log (files the script opens by default: pass them in the command)",
+            ),
+        ]
+    else:
+        reading = [
+            ("  metrics: auto", "JSON, dicts, name=value, 'valid loss 6.12'... each with its step (epoch N, step N)"),
+            ("  # workdir: trial", "a folder per trial: for a script that writes logs or checkpoints to fixed paths"),
+        ]
     metric, metric_part = metric_rows(probed)
     source = "its --help" + (f" and a {probed.seconds:g} s probe run" if probed else "")
     head = [
@@ -205,14 +223,13 @@ def spec_text(argv: list[str], found: Help, probed: Probe | None, out: Path) -> 
         ("objective:", ""),
         (f"  command: {yaml_value(command)}", ""),
         *flags,
-        ("  metrics: auto", "JSON, dicts, name=value, 'valid loss 6.12'... each with its step (epoch N, step N)"),
-        ("  # workdir: trial", "a folder per trial: for a script that writes logs or checkpoints to fixed paths"),
+        *reading,
         *metric_part,
         *([(_header("fixed:", fixed), FIXED_NOTE[found.hydra is not None])] + fixed if fixed else []),
         *([("space:", "proposed for names hpsearch recognises; widen or narrow them")] + space if space else []),
     ]
     searched = [code.split(":")[0].strip() for code, _ in space]
-    how = "seen in the probe" if rows and "seen in the probe" in metric_part[0][1] else "a guess"
+    how = "seen in the probe" if rows and metric_part[0][1].startswith("seen in") else "a guess"
     summary = (
         f"`{command}`: {len(fixed) + len(space)} options, {len(searched)} searched ({', '.join(searched) or 'none'}); "
         f"{style}; metric {metric}, {direction(metric)} ({how})"

@@ -61,25 +61,12 @@ class LogFolder:
         return rows
 
     def _events(self, path: Path) -> Rows:
-        from tensorboard.compat.proto import event_pb2
 
         try:
             data = path.read_bytes()
         except OSError:
             return []
-        offset, out = self.offsets.get(path, 0), []
-        while offset + 12 <= len(data):
-            length = int.from_bytes(data[offset : offset + 8], "little")
-            end = offset + 12 + length + 4  # length, its crc, the record, its crc
-            if end > len(data):
-                break  # a record still being written
-            event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
-            values = {v.tag.replace("/", "_"): n for v in event.summary.value if (n := _scalar(v)) is not None}
-            values = {k: v for k, v in values.items() if k not in STEP_KEYS}  # Lightning logs `epoch` as a scalar
-            if values:
-                out.append((int(event.step), values))
-            offset = end
-        self.offsets[path] = offset
+        out, self.offsets[path] = event_rows(data, self.offsets.get(path, 0))
         return out
 
     def _csv(self, path: Path, done: bool) -> Rows:
@@ -106,6 +93,37 @@ class LogFolder:
         whole = data[: data.rfind(b"\n") + 1]  # the last line may still be being written
         self.offsets[path] = self.offsets.get(path, 0) + len(whole)
         return jsonl_rows(whole.decode("utf-8", errors="replace"))
+
+
+def event_rows(data: bytes, offset: int = 0) -> tuple[Rows, int]:
+    """The scalars of a TensorBoard event file's complete records from ``offset``, and where they end."""
+    from tensorboard.compat.proto import event_pb2
+
+    out: Rows = []
+    while offset + 12 <= len(data):
+        length = int.from_bytes(data[offset : offset + 8], "little")
+        end = offset + 12 + length + 4  # length, its crc, the record, its crc
+        if end > len(data):
+            break  # a record still being written
+        event = event_pb2.Event.FromString(data[offset + 12 : offset + 12 + length])
+        values = {v.tag.replace("/", "_"): n for v in event.summary.value if (n := _scalar(v)) is not None}
+        values = {k: v for k, v in values.items() if k not in STEP_KEYS}  # Lightning logs `epoch` as a scalar
+        if values:
+            out.append((int(event.step), values))
+        offset = end
+    return out, offset
+
+
+def rows_of(path: Path, kind: str) -> Rows:
+    """A whole log file's rows (``hpsearch init``'s probe: what a script wrote)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return []
+    if kind == "tensorboard":
+        return event_rows(data)[0]
+    text = data.decode("utf-8", errors="replace")
+    return csv_rows(text) if kind == "csv" else jsonl_rows(text)
 
 
 def jsonl_rows(text: str) -> Rows:

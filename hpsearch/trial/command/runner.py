@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shlex
 import signal
 import subprocess
@@ -223,11 +224,27 @@ def stop(proc: subprocess.Popen[str], grace_s: float) -> None:
             continue
 
 
+NOT_FOUND = re.compile(r"No such file or directory: '([^'/][^']*)'|can't open file '([^'/][^']*)'")
+
+
+def workdir_hint(tail: list[str], command: Command) -> tuple[str, str] | None:
+    """A relative path the script opens by default (YOLOv5's data/hyps/...) exists in the spec's folder, but
+    with ``workdir: trial`` the script runs in the trial's own: say how to pass it."""
+    if command.workdir != "trial":
+        return None
+    for line in reversed([t.strip() for t in tail[-10:] if t.strip()]):
+        m = NOT_FOUND.search(line)
+        path = m and (m.group(1) or m.group(2))
+        if path and (Path(command.cwd) / path).exists():
+            return line, f"{path} is in the spec's folder, the trial runs in its own (workdir: trial): pass it in the command or fixed:"
+    return None
+
+
 def _failure(argv: list[str], code: int, tail: list[str], config: dict[str, Any], command: Command) -> CommandFailed:
     """The script's own last line, and which flag style would pass what it expects when that is the trouble."""
     last = next((line.strip() for line in reversed(tail) if line.strip()), "")
     details = f"command: {shlex.join(argv)}\nexit status: {code}\nlast stderr lines:\n" + "\n".join(tail) + "\n"
-    found = style_hint(tail, config, command.flags) if code > 0 else None
+    found = (style_hint(tail, config, command.flags) or workdir_hint(tail, command)) if code > 0 else None
     hint = found[1] if found else None
     last = found[0] if found else last  # the line that says what is wrong with the arguments
     if code == 2 and "unrecognized arguments" in last:

@@ -1,0 +1,76 @@
+"""``hpsearch init --probe``: the log files a script wrote while it ran (YOLOv5's results.csv,
+Lightning's metrics.csv or event files, detectron2's metrics.json), read as a trial would read
+them, so the spec can read the metrics from there (``metrics: csv``, ``logs:``, ``workdir: trial``)."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpsearch.trial.command.lines import STEP_KEYS
+from hpsearch.trial.command.logs import rows_of
+
+PATTERNS = {"tensorboard": ("events.out.tfevents.*",), "csv": ("*.csv",), "jsonl": ("*.json", "*.jsonl")}
+SKIP = {".git", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages", ".hpsearch"}
+DEPTH = 6  # folders below the working folder a log may sit in
+MAX_FILES = 50_000  # a snapshot stops here: a huge tree is not walked whole
+
+
+@dataclass
+class SeenLog:
+    kind: str  # tensorboard | csv | jsonl
+    path: str  # relative to the working folder
+    glob: str  # what objective.logs says: digit runs in its folders as *, a run folder for TensorBoard
+    rows: list[tuple[int, dict[str, float]]]
+    unit: str  # where its steps come from, for messages
+
+
+def kind_of(name: str) -> str | None:
+    return next((kind for kind, globs in PATTERNS.items() if any(fnmatch.fnmatch(name, g) for g in globs)), None)
+
+
+def snapshot(root: Path) -> dict[Path, tuple[int, int]]:
+    """Log-like files under ``root`` with (size, mtime): taken before the probe, and after."""
+    out: dict[Path, tuple[int, int]] = {}
+    base = len(root.parts)
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP and not d.startswith(".") and len(Path(folder).parts) - base < DEPTH]
+        for name in files:
+            if kind_of(name) is not None:
+                path = Path(folder) / name
+                try:
+                    stat = path.stat()
+                except OSError:
+                    continue
+                out[path] = (stat.st_size, stat.st_mtime_ns)
+                if len(out) >= MAX_FILES:
+                    return out
+    return out
+
+
+def written(root: Path, before: dict[Path, tuple[int, int]]) -> SeenLog | None:
+    """The log the probe's run wrote with the most steps of metrics, or None."""
+    best: SeenLog | None = None
+    for path, stamp in snapshot(root).items():
+        kind = kind_of(path.name)
+        if kind is None or before.get(path) == stamp:
+            continue
+        rows = rows_of(path, kind)
+        if not rows or (best is not None and len({s for s, _ in rows}) <= len({s for s, _ in best.rows})):
+            continue
+        relative = path.relative_to(root)
+        folders = [re.sub(r"\d+", "*", part) for part in relative.parts[:-1]]
+        glob = "/".join(folders) + "/" if kind == "tensorboard" else "/".join([*folders, relative.name])
+        best = SeenLog(kind, str(relative), glob, rows, _unit(path, kind))
+    return best
+
+
+def _unit(path: Path, kind: str) -> str:
+    if kind == "tensorboard":
+        return "TensorBoard's step"
+    head = path.read_text(encoding="utf-8", errors="replace")[:4096]
+    key = next((k for k in STEP_KEYS if re.search(rf"(^|[\s,\"']){k}([\s,\"']|$)", head.splitlines()[0] if head else "")), None)
+    return f"the '{key}' {'column' if kind == 'csv' else 'key'}" if key else "its step"
