@@ -250,6 +250,21 @@ def test_one_report_per_step_for_the_spec_s_metric() -> None:
     assert final == {"train_loss": 8.0, "val_loss": 8.1, "loss": 8.0, "time": 31.4, "mfu": 12.5, "epochs": 20.0}
 
 
+def test_a_table_s_rows_are_read_by_its_header_and_nothing_else_is() -> None:
+    from hpsearch.trial.command.lines import Line, Table
+
+    table = Table()
+    assert table.read("Starting the run now") is None and table.read("it took 3 s") is None  # no step column: no table
+    assert table.read("epoch     train_loss  valid_loss  accuracy  time") is None  # a header reports nothing
+    assert table.read("0         0.520392    0.353110    0.858000  00:12") == Line(
+        {"train_loss": 0.520392, "valid_loss": 0.35311, "accuracy": 0.858}, 0
+    )
+    assert table.read("0.5       0.5         0.3         0.8       00:12") is None  # no whole step
+    assert table.read("1         0.42        0.25") is None  # not as many cells
+    assert table.read("saved the model to 3 files") is None
+    assert table.unit == "the 'epoch' column"
+
+
 def test_a_step_on_its_own_line_holds_for_the_lines_below() -> None:
     """Keras prints `Epoch 3/10` above its metrics; mnist's test line has no epoch, its training lines do."""
     keras, _ = read(

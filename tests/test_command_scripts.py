@@ -145,6 +145,20 @@ FAMILIES = {
         lambda m, lr, step: m.acc1(lr, 1e-4, True, False, step),
         1,
     ),
+    "fastai": Family(  # a table: a header over one row per epoch, counted from 0
+        "fastai_like",
+        "flags: {booleans: store_true}",
+        "accuracy",
+        "maximize",
+        "{epochs: 4, bs: 64, mixup: false}",
+        "lr",
+        2e-3,
+        2e-5,
+        0,
+        [0, 1, 2, 3],
+        lambda m, lr, step: m.accuracy(lr, step),
+        1,
+    ),
     "detectron2": Family(  # yacs pairs, JSON lines in OUTPUT_DIR/metrics.json, steps in iterations counted from 0
         "detectron2_like",
         "flags: {form: pairs, booleans: python, keys: {lr: {name: SOLVER.BASE_LR}}}\n  metrics: jsonl\n"
@@ -230,7 +244,7 @@ def test_a_script_family_is_searched_pruned_exported_and_trained(tmp_path: Path,
 def test_the_families_cover_the_issue_s_styles() -> None:
     """argparse (store_true, dashes), nanoGPT's configurator, Hydra overrides, dict reprs, Keras,
     word_language_model and mnist: each has its study above."""
-    assert {"argparse-mnist", "nanogpt", "hydra", "hf-dicts", "keras", "word-lm", "detectron2"} <= set(FAMILIES)
+    assert {"argparse-mnist", "nanogpt", "hydra", "hf-dicts", "keras", "word-lm", "detectron2", "fastai"} <= set(FAMILIES)
     assert all((SCRIPTS / f"{f.script}.py").is_file() for f in FAMILIES.values())
 
 

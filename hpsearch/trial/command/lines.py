@@ -11,6 +11,9 @@
   characters, become snake_case (``valid_loss``, ``Acc@1`` -> ``acc_1``). Units after a number
   are dropped (``3.21s``, ``99%``); ``9891/10000`` is the fraction 0.9891.
 
+A **table** (a header of names with a step key over rows of numbers, as fastai prints its epochs)
+is read by ``Table``, which keeps the header for the rows below it.
+
 The step of a line is its first ``epoch N``, ``Epoch N/M``, ``Epoch [N/M]``, ``step N``, ``iter N``,
 ``iteration N``, ``it N`` or ``global_step=N``. A line that shows a position inside its step
 (``200/2983 batches``, ``[0/60000 (0%)]``, ``Step [100/600]``, a fractional epoch ``0.53``) is
@@ -42,7 +45,8 @@ PAIR = re.compile(
     re.IGNORECASE,
 )
 COUNT = re.compile(r"(?<![\d/.])(\d+)\s*/\s*(\d+)(?![\d/])")  # n/N left over in a line: a position inside a step
-IDENTIFIER = re.compile(r"[A-Za-z_][\w/.\-]*")  # names kept as printed (what `name=value` always had)
+IDENTIFIER = re.compile(r"[A-Za-z_][\w/.\-]*")
+TABLE_NAME = re.compile(r"[A-Za-z_][\w/.@\-]*")  # a column of a printed table  # names kept as printed (what `name=value` always had)
 SPLIT = re.compile(r"\s*(?:\||,|;|\t|\s-\s)\s*")
 BAR = re.compile(r"\d+%\|| ETA: |\[\d+:\d+<|━{3}|\|\s*\d+/\d+\s*\[\d+:\d+")
 NOISE = re.compile(r'^\s*(?:File "|Traceback \()|\b[A-Z]\w*(?:Warning|Error|Exception): ')  # tracebacks and warnings are not reports
@@ -84,6 +88,44 @@ def read_auto(text: str) -> Line | None:
     if found is not None or len(shown) > LONGEST:
         return found
     return read_pieces(shown)
+
+
+class Table:
+    """A header of names over rows of numbers, as fastai prints its epochs::
+
+        epoch     train_loss  valid_loss  accuracy  time
+        0         0.520392    0.353110    0.858000  00:12
+
+    A header is 3 or more names, one of them a step key; a row has as many cells, a whole number
+    in the step's column, and numbers for metrics (``00:12`` is none). The header holds for the
+    rows below it until another header comes."""
+
+    def __init__(self) -> None:
+        self.names: list[str] | None = None
+        self.step_at = 0
+
+    def read(self, shown: str) -> Line | None:
+        cells = shown.split()
+        if len(cells) >= 3 and all(TABLE_NAME.fullmatch(c) for c in cells):
+            at = next((i for i, c in enumerate(cells) if c.lower() in STEP_KEYS), None)
+            if at is not None:
+                self.names, self.step_at = cells, at
+            return None
+        if self.names is None or len(cells) != len(self.names):
+            return None
+        step = _number(cells[self.step_at])
+        metrics = {
+            metric_name(n): v
+            for i, (n, c) in enumerate(zip(self.names, cells, strict=True))
+            if i != self.step_at and (v := _number(c)) is not None
+        }
+        if step is None or not step.is_integer() or not metrics:
+            return None
+        return Line(metrics, int(step))
+
+    @property
+    def unit(self) -> str:
+        return f"the '{self.names[self.step_at]}' column" if self.names else "a table"
 
 
 def read_pieces(text: str, pairs: re.Pattern[str] | None = None) -> Line:

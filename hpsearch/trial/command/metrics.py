@@ -22,6 +22,7 @@ from hpsearch.trial.command.lines import (
     STEP,
     STEP_KEYS,
     Line,
+    Table,
     from_mapping,
     json_object,
     read_auto,
@@ -98,6 +99,7 @@ class MetricReader:
         self.pattern = re.compile(command.pattern) if command.pattern != KV_PATTERN or command.metrics == "kv" else None
         self.regexes = {k: re.compile(v) for k, v in command.regexes.items()}
         self.final_line: dict[str, float] | None = None
+        self.table = Table()  # fastai's epochs: a header over rows
         self.logs: LogFolder | None = None
         if command.metrics in LOG_FORMATS:
             where = Path(command.logs) if command.logs else tb_dir
@@ -124,6 +126,9 @@ class MetricReader:
         shown = visible(text)
         if shown is None:
             return None
+        if fmt == "auto" and (row := self.table.read(shown)) is not None:
+            self.steps.unit = self.steps.unit or self.table.unit
+            return row
         if fmt == "json" or (fmt == "auto" and shown.lstrip().startswith("{")):
             found = read_dict(shown) if fmt == "auto" else _json_only(shown)
             if found is not None or fmt == "json":
