@@ -305,7 +305,7 @@ direction: maximize
 budget: {trials: 3}
 sampler: {name: random, seed: 1}
 pruner: {name: median, startup_trials: 1, warmup_epochs: 0, trust: null}
-fixed: {momentum: 0.937}
+fixed: {momentum: 0.937, data: data/hyps/}   # a path in the spec's folder, written absolute for the trial
 space:
   lr0: {float: [1.0e-4, 1.0e-1], log: true}
 warm_start: [{lr0: 0.01}, {lr0: 0.0002}, {lr0: 0.012}]
@@ -325,7 +325,7 @@ def test_a_yolov5_shaped_script_takes_its_hyperparameters_from_a_file(tmp_path: 
     checked = cli("validate", "spec.yaml", cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert "--hyp '$HPSEARCH_CONFIG_FILE' --epochs 4 --batch-size 16\n" in checked.stdout  # no flags appended
-    assert 'with {"momentum": 0.937, "lr0": ' in checked.stdout
+    assert 'with {"momentum": 0.937, "data": "data/hyps/", "lr0": ' in checked.stdout
     ran = cli("run", "spec.yaml", cwd=tmp_path)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     good, bad, close = study(tmp_path, "yolo").trials
@@ -333,16 +333,8 @@ def test_a_yolov5_shaped_script_takes_its_hyperparameters_from_a_file(tmp_path: 
     assert good.intermediate_values == pytest.approx({e: module.map50_95(0.01, 0.937, e) for e in range(4)}, abs=1e-4)
     assert bad.state == optuna.trial.TrialState.PRUNED and bad.user_attrs["reason"] == "pruned at epoch 1"
     copy = yaml.safe_load((tmp_path / "runs" / "yolo" / "trial-0" / "hyp.scratch-low.yaml").read_text())
-    assert copy == {
-        "lr0": 0.01,
-        "lrf": 0.01,
-        "momentum": 0.937,
-        "weight_decay": 0.0005,
-        "warmup_epochs": 3.0,
-        "box": 0.05,
-        "cls": 0.5,
-        "obj": 1.0,
-    }
+    hyp = {"lr0": 0.01, "lrf": 0.01, "momentum": 0.937, "weight_decay": 0.0005, "warmup_epochs": 3.0, "box": 0.05, "cls": 0.5}
+    assert copy == {**hyp, "obj": 1.0, "data": str(tmp_path / "data" / "hyps")}
     assert cli("export", "spec.yaml", "-o", "best.yaml", cwd=tmp_path).returncode == 0
     trained = cli("train", "best.yaml", "-o", "final", cwd=tmp_path)
     assert trained.returncode == 0, trained.stdout + trained.stderr

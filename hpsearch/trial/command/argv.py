@@ -108,13 +108,18 @@ def anchored(text: str, base: Path) -> str:
     return head + eq + str(base / tail) if found else text
 
 
+def anchored_config(config: dict[str, Any], base: Path) -> dict[str, Any]:
+    """The config's path-like strings that name something in ``base`` (the spec's folder) as absolute paths."""
+    return {k: anchored(v, base) if isinstance(v, str) and PATHLIKE.search(v) else v for k, v in config.items()}
+
+
 def command_line(argv: list[str], config: dict[str, Any], style: FlagStyle, env: dict[str, str], base: Path | None = None) -> list[str]:
     """The whole command of a trial. ``base``: the spec's folder when the trial runs elsewhere
     (``workdir: trial``): relative paths to things in it, in the command or the config's strings, are anchored there."""
     words = [expand(a, env) for a in argv]
     if base is not None:
         words = [words[0], *(anchored(w, base) for w in words[1:])]
-        config = {k: anchored(v, base) if isinstance(v, str) and PATHLIKE.search(v) else v for k, v in config.items()}
+        config = anchored_config(config, base)
     out = words + flags(config, style)
     if out and out[0] in ("python", "python3"):  # hpsearch's own interpreter (its venv), wherever PATH points
         out[0] = sys.executable

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hpsearch.base.text import closest
-from hpsearch.trial.command.argv import command_line
+from hpsearch.trial.command.argv import anchored_config, command_line
 from hpsearch.trial.command.config_file import write as write_config_file
 from hpsearch.trial.command.hints import style_hint
 from hpsearch.trial.command.metrics import MetricReader
@@ -108,8 +108,9 @@ def run_command(command: Command, config: dict[str, Any], reporter: ScriptReport
     workdir = command.workdir_for(trial_dir)
     trial_dir.mkdir(parents=True, exist_ok=True)
     workdir.mkdir(parents=True, exist_ok=True)
-    if command.config_file is not None:
-        write_config_file(command.config_file, config, command.flags, trial_dir)
+    if command.config_file is not None:  # its paths anchored as the flags' would be
+        values = anchored_config(config, Path(command.cwd)) if command.workdir == "trial" else config
+        write_config_file(command.config_file, values, command.flags, trial_dir)
     _adopt_dead_checkpoint(reporter)
     # Line-buffered: Ray ends a finished or stopped trial by ending its worker, before any close().
     log = (trial_dir / "output.log").open("a", encoding="utf-8", buffering=1)
