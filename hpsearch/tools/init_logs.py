@@ -4,6 +4,7 @@ them, so the spec can read the metrics from there (``metrics: csv``, ``logs:``, 
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import re
@@ -16,7 +17,7 @@ from hpsearch.trial.command.logs import rows_of
 PATTERNS = {"tensorboard": ("events.out.tfevents.*",), "csv": ("*.csv",), "jsonl": ("*.json", "*.jsonl")}
 SKIP = {".git", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages", ".hpsearch"}
 DEPTH = 6  # folders below the working folder a log may sit in
-MAX_FILES = 50_000  # a snapshot stops here: a huge tree is not walked whole
+MAX_SEEN = 100_000  # files looked at: a snapshot of a huge tree (a dataset's images) stops there
 
 
 @dataclass
@@ -35,19 +36,17 @@ def kind_of(name: str) -> str | None:
 def snapshot(root: Path) -> dict[Path, tuple[int, int]]:
     """Log-like files under ``root`` with (size, mtime): taken before the probe, and after."""
     out: dict[Path, tuple[int, int]] = {}
-    base = len(root.parts)
+    base, seen = len(root.parts), 0
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in SKIP and not d.startswith(".") and len(Path(folder).parts) - base < DEPTH]
+        seen += len(files)
         for name in files:
             if kind_of(name) is not None:
-                path = Path(folder) / name
-                try:
-                    stat = path.stat()
-                except OSError:
-                    continue
-                out[path] = (stat.st_size, stat.st_mtime_ns)
-                if len(out) >= MAX_FILES:
-                    return out
+                with contextlib.suppress(OSError):
+                    stat = (Path(folder) / name).stat()
+                    out[Path(folder) / name] = (stat.st_size, stat.st_mtime_ns)
+        if seen >= MAX_SEEN:
+            break
     return out
 
 
