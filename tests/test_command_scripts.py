@@ -44,6 +44,7 @@ class Family:
     steps: list[int]  # the steps the script reports
     curve: Callable[[ModuleType, float, int], float]  # the metric at a step, for the searched value
     pruned_at: int  # the first step after the warm-up: where the bad trial is pruned
+    args: str = ""  # the command's own arguments after the script
 
 
 FAMILIES = {
@@ -159,6 +160,36 @@ FAMILIES = {
         lambda m, lr, step: m.accuracy(lr, step),
         1,
     ),
+    "ultralytics": Family(  # key=value words (Hydra's form), results.csv rewritten whole each epoch, epochs from 1
+        "ultralytics_like",
+        "flags: {form: hydra}\n  metrics: csv\n  logs: runs/detect/train*/results.csv\n  workdir: trial",
+        "metrics_mAP50-95(B)",
+        "maximize",
+        "{epochs: 4, amp: false, data: coco8.yaml}",
+        "lr0",
+        0.01,
+        0.0001,
+        1,
+        [1, 2, 3, 4],
+        lambda m, lr, step: m.map50_95(lr, step),
+        2,
+    ),
+    "mmengine": Family(  # --cfg-options a.b=1 (Hydra's form after a flag), JSON lines in a timestamped run folder
+        "mmdet_like",
+        "flags: {form: hydra, keys: {lr: {name: optim_wrapper.optimizer.lr}}}\n  metrics: jsonl\n"
+        "  logs: work_dirs/*/*/vis_data/scalars.json\n  workdir: trial",
+        "coco_bbox_mAP",
+        "maximize",
+        "{train_cfg: {max_epochs: 4}}",
+        "lr",
+        0.01,
+        0.0001,
+        1,
+        [1, 2, 3, 4],
+        lambda m, lr, step: m.bbox_map(lr, step),
+        2,
+        " configs/retinanet.py --cfg-options",
+    ),
     "detectron2": Family(  # yacs pairs, JSON lines in OUTPUT_DIR/metrics.json, steps in iterations counted from 0
         "detectron2_like",
         "flags: {form: pairs, booleans: python, keys: {lr: {name: SOLVER.BASE_LR}}}\n  metrics: jsonl\n"
@@ -193,7 +224,7 @@ FAMILIES = {
 SPEC = """\
 study: {name}
 objective:
-  command: python {script}.py
+  command: python {script}.py{args}
   {objective}
 metric: {metric}
 direction: {direction}
@@ -244,7 +275,9 @@ def test_a_script_family_is_searched_pruned_exported_and_trained(tmp_path: Path,
 def test_the_families_cover_the_issue_s_styles() -> None:
     """argparse (store_true, dashes), nanoGPT's configurator, Hydra overrides, dict reprs, Keras,
     word_language_model and mnist: each has its study above."""
-    assert {"argparse-mnist", "nanogpt", "hydra", "hf-dicts", "keras", "word-lm", "detectron2", "fastai"} <= set(FAMILIES)
+    assert {"argparse-mnist", "nanogpt", "hydra", "hf-dicts", "keras", "word-lm", "detectron2", "fastai", "ultralytics", "mmengine"} <= set(
+        FAMILIES
+    )
     assert all((SCRIPTS / f"{f.script}.py").is_file() for f in FAMILIES.values())
 
 
