@@ -262,6 +262,8 @@ def test_a_table_s_rows_are_read_by_its_header_and_nothing_else_is() -> None:
     assert table.read("0.5       0.5         0.3         0.8       00:12") is None  # no whole step
     assert table.read("1         0.42        0.25") is None  # not as many cells
     assert table.read("saved the model to 3 files") is None
+    prose = Table()  # a sentence that looks like a header: a later line of words is still read_auto's
+    assert prose.read("Validation at each epoch") is None and prose.read("loss 0.52 epoch 3") is None
     assert table.unit == "the 'epoch' column"
 
 

@@ -46,6 +46,7 @@ PAIR = re.compile(
 )
 COUNT = re.compile(r"(?<![\d/.])(\d+)\s*/\s*(\d+)(?![\d/])")  # n/N left over in a line: a position inside a step
 IDENTIFIER = re.compile(r"[A-Za-z_][\w/.\-]*")
+LETTER = re.compile(r"[A-Za-z]")
 TABLE_NAME = re.compile(r"[A-Za-z_][\w/.@\-]*")  # a column of a printed table  # names kept as printed (what `name=value` always had)
 SPLIT = re.compile(r"\s*(?:\||,|;|\t|\s-\s)\s*")
 BAR = re.compile(r"\d+%\|| ETA: |\[\d+:\d+<|━{3}|\|\s*\d+/\d+\s*\[\d+:\d+")
@@ -96,9 +97,9 @@ class Table:
         epoch     train_loss  valid_loss  accuracy  time
         0         0.520392    0.353110    0.858000  00:12
 
-    A header is 3 or more names, one of them a step key; a row has as many cells, a whole number
-    in the step's column, and numbers for metrics (``00:12`` is none). The header holds for the
-    rows below it until another header comes."""
+    A header is 3 or more names, one of them a step key; a row has as many cells, none of them a
+    word, a whole number in the step's column, and numbers for metrics (``00:12`` is none). The
+    header holds for the rows below it until another header comes."""
 
     def __init__(self) -> None:
         self.names: list[str] | None = None
@@ -113,6 +114,8 @@ class Table:
             return None
         if self.names is None or len(cells) != len(self.names):
             return None
+        if any(_number(c) is None and LETTER.search(c) for c in cells):
+            return None  # a word in a cell: prose that read_auto reads by its own names (`loss 0.52 epoch 3`)
         step = _number(cells[self.step_at])
         metrics = {
             metric_name(n): v
