@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpsearch.trial.command.lines import STEP_KEYS
-from hpsearch.trial.command.logs import rows_of
+from hpsearch.trial.command.logs import GLOBS, rows_of
 
-PATTERNS = {"tensorboard": ("events.out.tfevents.*",), "csv": ("*.csv",), "jsonl": ("*.json", "*.jsonl")}
 SKIP = {".git", ".venv", "venv", "env", "node_modules", "__pycache__", "site-packages", ".hpsearch"}
 DEPTH = 6  # folders below the working folder a log may sit in
 MAX_SEEN = 100_000  # files looked at: a snapshot of a huge tree (a dataset's images) stops there
@@ -30,7 +29,7 @@ class SeenLog:
 
 
 def kind_of(name: str) -> str | None:
-    return next((kind for kind, globs in PATTERNS.items() if any(fnmatch.fnmatch(name, g) for g in globs)), None)
+    return next((kind for kind, globs in GLOBS.items() if any(fnmatch.fnmatch(name, g) for g in globs)), None)
 
 
 def snapshot(root: Path) -> dict[Path, tuple[int, int]]:
@@ -52,19 +51,21 @@ def snapshot(root: Path) -> dict[Path, tuple[int, int]]:
 
 def written(root: Path, before: dict[Path, tuple[int, int]]) -> SeenLog | None:
     """The log the probe's run wrote with the most steps of metrics, or None."""
-    best: SeenLog | None = None
+    best: tuple[Path, str, list[tuple[int, dict[str, float]]]] | None = None
     for path, stamp in snapshot(root).items():
         kind = kind_of(path.name)
         if kind is None or before.get(path) == stamp:
             continue
         rows = rows_of(path, kind)
-        if not rows or (best is not None and len({s for s, _ in rows}) <= len({s for s, _ in best.rows})):
-            continue
-        relative = path.relative_to(root)
-        folders = [re.sub(r"\d+", "*", part) for part in relative.parts[:-1]]
-        glob = "/".join(folders) + "/" if kind == "tensorboard" else "/".join([*folders, relative.name])
-        best = SeenLog(kind, str(relative), glob, rows, _unit(path, kind))
-    return best
+        if rows and (best is None or len({s for s, _ in rows}) > len({s for s, _ in best[2]})):
+            best = (path, kind, rows)
+    if best is None:
+        return None
+    path, kind, rows = best
+    relative = path.relative_to(root)
+    folders = [re.sub(r"\d+", "*", part) for part in relative.parts[:-1]]
+    glob = "/".join(folders) + "/" if kind == "tensorboard" else "/".join([*folders, relative.name])
+    return SeenLog(kind, str(relative), glob, rows, _unit(path, kind))
 
 
 def _unit(path: Path, kind: str) -> str:

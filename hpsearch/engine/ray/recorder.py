@@ -123,9 +123,10 @@ class Recorder:
             self.storage.set_trial_user_attr(tid, key, value)
         state = {"completed": TrialState.COMPLETE, "pruned": TrialState.PRUNED}.get(ended["state"], TrialState.FAIL)
         values = ended.get("values") if state == TrialState.COMPLETE else None
-        again = retry_of(self.storage.get_trial(tid)) if ended.get("died") and state == TrialState.FAIL else None
-        if again is not None:  # its end and its retry in one commit: a kill -9 between two would lose the retry
-            end_trial(self.study, self.storage.get_trial(tid), state, ended["reason"], then=again)
+        before = self.storage.get_trial(tid) if ended.get("died") and state == TrialState.FAIL else None
+        again = retry_of(before) if before is not None else None
+        if before is not None and again is not None:  # its end and its retry in one commit: a kill -9 between two would lose the retry
+            end_trial(self.study, before, state, ended["reason"], then=again)
         else:
             self.study.tell(number, values[0] if values and len(values) == 1 else values, state=state)
         if self.beat is not None:

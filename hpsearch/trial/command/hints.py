@@ -3,21 +3,30 @@
 A wrong flag style fails the trial with the script's own last line (argparse, a nanoGPT-style
 configurator, Hydra); this adds, in brackets, the style option that passes what the script
 expects. Nothing here is certain: the hint says "if" where the script's line does not tell.
+``workdir_hint`` does the same for a file the script opens by a path relative to the spec's folder.
 """
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 from hpsearch.trial.command.argv import BOOL_TEXT
+from hpsearch.trial.command.options import Command
 from hpsearch.trial.command.style import FlagStyle
 
 ARGUMENT = re.compile(r"argument (\S+?):")
 UNRECOGNIZED = re.compile(r"unrecognized arguments?: (.*)$")
 HYDRA_MISSING = re.compile(r"Could not override '([^']+)'")
 YACS_MISSING = re.compile(r"Non-existent config key: ([\w.]+)")
+NOT_FOUND = re.compile(r"No such file or directory: '([^'/][^']*)'|can't open file '([^'/][^']*)'")
 HYDRA_EXISTS = re.compile(r"(?:already at '([^']+)'|Could not append to config\. An item is already at '([^']+)')")
+
+
+def _recent(tail: list[str]) -> list[str]:
+    """The script's last 10 non-blank lines, the last first: where it says what it refused."""
+    return [t.strip() for t in reversed(tail[-10:]) if t.strip()]
 
 
 def _passed(config: dict[str, Any], style: FlagStyle) -> dict[str, str]:
@@ -33,7 +42,7 @@ def style_hint(tail: list[str], config: dict[str, Any], style: FlagStyle) -> tup
     """(the script's line about its arguments, the hint), from its last stderr lines (Hydra's
     explanation comes above a last line about HYDRA_FULL_ERROR), or None."""
     names = _passed(config, style)
-    for line in reversed([t.strip() for t in tail[-10:] if t.strip()]):
+    for line in _recent(tail):
         for rule in (_no_value, _needs_value, _unrecognized, _hydra, _boolean_text):
             hint = rule(line, config, style, names)
             if hint:
@@ -117,4 +126,17 @@ def _boolean_text(last: str, config: dict[str, Any], style: FlagStyle, names: di
         texts_of = {"python": "True/False", "json": "true/false", "int": "1/0"}
         choices = " or ".join(f"{k} ({texts_of[k]})" for k in others)
         return f"the script does not read {texts[0]}/{texts[1]}: set {option}: {choices}, or store_true for a flag without a value"
+    return None
+
+
+def workdir_hint(tail: list[str], command: Command) -> tuple[str, str] | None:
+    """A relative path the script opens by default (YOLOv5's data/hyps/...) exists in the spec's folder, but
+    with ``workdir: trial`` the script runs in the trial's own: say how to pass it."""
+    if command.workdir != "trial":
+        return None
+    for line in _recent(tail):
+        m = NOT_FOUND.search(line)
+        path = m and (m.group(1) or m.group(2))
+        if path and (Path(command.cwd) / path).exists():
+            return line, f"{path} is in the spec's folder, the trial runs in its own (workdir: trial): pass it in the command or fixed:"
     return None

@@ -45,9 +45,9 @@ PAIR = re.compile(
     re.IGNORECASE,
 )
 COUNT = re.compile(r"(?<![\d/.])(\d+)\s*/\s*(\d+)(?![\d/])")  # n/N left over in a line: a position inside a step
-IDENTIFIER = re.compile(r"[A-Za-z_][\w/.\-]*")
+IDENTIFIER = re.compile(r"[A-Za-z_][\w/.\-]*")  # names kept as printed (what `name=value` always had)
 LETTER = re.compile(r"[A-Za-z]")
-TABLE_NAME = re.compile(r"[A-Za-z_][\w/.@\-]*")  # a column of a printed table  # names kept as printed (what `name=value` always had)
+TABLE_NAME = re.compile(r"[A-Za-z_][\w/.@\-]*")  # a column of a printed table
 SPLIT = re.compile(r"\s*(?:\||,|;|\t|\s-\s)\s*")
 BAR = re.compile(r"\d+%\|| ETA: |\[\d+:\d+<|━{3}|\|\s*\d+/\d+\s*\[\d+:\d+")
 NOISE = re.compile(r'^\s*(?:File "|Traceback \()|\b[A-Z]\w*(?:Warning|Error|Exception): ')  # tracebacks and warnings are not reports

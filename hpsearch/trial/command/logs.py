@@ -57,11 +57,15 @@ class LogFolder:
         """New rows since the last call. CSV files are read whole whenever they change (loggers rewrite them)."""
         rows: Rows = []
         for path in self.current():
-            rows += self._events(path) if self.kind == "tensorboard" else self._csv(path, done) if self.kind == "csv" else self._jsonl(path)
+            if self.kind == "tensorboard":
+                rows += self._events(path)
+            elif self.kind == "csv":
+                rows += self._csv(path, done)
+            else:
+                rows += self._jsonl(path)
         return rows
 
     def _events(self, path: Path) -> Rows:
-
         try:
             data = path.read_bytes()
         except OSError:

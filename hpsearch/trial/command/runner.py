@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import shlex
 import signal
 import subprocess
@@ -29,7 +28,7 @@ from typing import Any
 from hpsearch.base.text import closest
 from hpsearch.trial.command.argv import anchored_config, command_line
 from hpsearch.trial.command.config_file import write as write_config_file
-from hpsearch.trial.command.hints import style_hint
+from hpsearch.trial.command.hints import style_hint, workdir_hint
 from hpsearch.trial.command.metrics import MetricReader
 from hpsearch.trial.command.options import FINAL_KEY, Command
 from hpsearch.trial.reporter import ContractError, ScriptReporter
@@ -223,22 +222,6 @@ def stop(proc: subprocess.Popen[str], grace_s: float) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
-
-
-NOT_FOUND = re.compile(r"No such file or directory: '([^'/][^']*)'|can't open file '([^'/][^']*)'")
-
-
-def workdir_hint(tail: list[str], command: Command) -> tuple[str, str] | None:
-    """A relative path the script opens by default (YOLOv5's data/hyps/...) exists in the spec's folder, but
-    with ``workdir: trial`` the script runs in the trial's own: say how to pass it."""
-    if command.workdir != "trial":
-        return None
-    for line in reversed([t.strip() for t in tail[-10:] if t.strip()]):
-        m = NOT_FOUND.search(line)
-        path = m and (m.group(1) or m.group(2))
-        if path and (Path(command.cwd) / path).exists():
-            return line, f"{path} is in the spec's folder, the trial runs in its own (workdir: trial): pass it in the command or fixed:"
-    return None
 
 
 def _failure(argv: list[str], code: int, tail: list[str], config: dict[str, Any], command: Command) -> CommandFailed:
